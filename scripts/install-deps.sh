@@ -1,0 +1,38 @@
+#!/usr/bin/env bash
+# Installs every Debian package rdmalab needs. Idempotent and quick when all are present.
+set -euo pipefail
+
+packages=(
+  # build
+  build-essential cmake ninja-build pkg-config
+  googletest libgtest-dev libbenchmark-dev nlohmann-json3-dev
+  # system libibverbs headers (softnic builds against their struct layouts) and tools
+  libibverbs-dev librdmacm-dev ibverbs-utils ibverbs-providers rdma-core rdmacm-utils
+  perftest
+  # peers measured side by side with softnic
+  ucx-utils
+  # tests: ABI checks, non-root user checks
+  binutils passwd util-linux procps
+  # python side (Debian's /usr/bin/python3 only; nothing from PyPI)
+  python3 python3-yaml python3-matplotlib python3-rich python3-pytest python3-jsonschema
+)
+
+missing=()
+for p in "${packages[@]}"; do
+  status=$(dpkg-query -W -f='${db:Status-Abbrev}' "$p" 2>/dev/null || true)
+  [[ "$status" == ii* ]] || missing+=("$p")
+done
+if ((${#missing[@]} == 0)); then
+  echo "install-deps: all ${#packages[@]} packages present"
+  exit 0
+fi
+
+echo "install-deps: installing ${missing[*]}"
+sudo_cmd=()
+if ((EUID != 0)); then
+  command -v sudo >/dev/null || { echo "install-deps: need root or sudo to install: ${missing[*]}" >&2; exit 1; }
+  sudo_cmd=(sudo)
+fi
+export DEBIAN_FRONTEND=noninteractive
+"${sudo_cmd[@]}" apt-get update -qq
+"${sudo_cmd[@]}" apt-get install -y -qq --no-install-recommends "${missing[@]}"

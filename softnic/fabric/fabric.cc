@@ -1,0 +1,285 @@
+#include "softnic/fabric/fabric.h"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <chrono>
+#include <cstdlib>
+#include <cctype>
+#include <cstdio>
+#include <cstring>
+#include <new>
+#include <thread>
+
+namespace softnic {
+namespace {
+
+constexpr auto kCreationWait = std::chrono::seconds(5);
+constexpr size_t kMaxFabricNameBytes = 64;
+constexpr uint64_t kGuidPrefix = 0x0002c90300000000ull;  // a Mellanox-like OUI
+
+std::string Errno(const std::string& what, int err) { return what + ": " + std::strerror(err); }
+
+uint32_t NameHash(const std::string& name) {
+  uint32_t hash = 2166136261u;  // FNV-1a
+  for (unsigned char c : name) hash = (hash ^ c) * 16777619u;
+  return hash;
+}
+
+void InitRobustMutex(pthread_mutex_t* mutex) {
+  pthread_mutexattr_t attr;
+  pthread_mutexattr_init(&attr);
+  pthread_mutexattr_setpshared(&attr, PTHREAD_PROCESS_SHARED);
+  pthread_mutexattr_setrobust(&attr, PTHREAD_MUTEX_ROBUST);
+  pthread_mutex_init(mutex, &attr);
+  pthread_mutexattr_destroy(&attr);
+}
+
+void InitDevice(DeviceEntry* device, uint32_t index, const std::string& fabric, LinkLayer link) {
+  std::snprintf(device->name, sizeof(device->name), "softnic%u", index);
+  uint32_t hash = NameHash(fabric);
+  device->node_guid = kGuidPrefix | (uint64_t{hash & 0xffff} << 16) | (index + 1);
+  device->lid = static_cast<uint16_t>(index + 1);
+  std::memset(device->gid, 0, sizeof(device->gid));
+  if (link == LinkLayer::kInfiniBand) {
+    // Link-local GID: fe80::/64 with the port GUID as interface id.
+    device->gid[0] = 0xfe;
+    device->gid[1] = 0x80;
+    for (int i = 0; i < 8; ++i) device->gid[8 + i] = uint8_t(device->node_guid >> (56 - 8 * i));
+  } else {
+    // RoCEv2 GID of an IPv4 address, ::ffff:10.55.<hash>.<index+1>.
+    device->gid[10] = 0xff;
+    device->gid[11] = 0xff;
+    device->gid[12] = 10;
+    device->gid[13] = 55;
+    device->gid[14] = uint8_t(hash);
+    device->gid[15] = uint8_t(index + 1);
+  }
+}
+
+bool ParseUnsigned(const char* text, uint64_t max, uint64_t* value) {
+  if (text == nullptr || *text == '\0') return false;
+  char* end = nullptr;
+  errno = 0;
+  unsigned long long parsed = std::strtoull(text, &end, 10);
+  if (errno != 0 || *end != '\0' || parsed > max) return false;
+  *value = parsed;
+  return true;
+}
+
+}  // namespace
+
+bool ValidateFabricName(const std::string& name, std::string* error) {
+  bool ok = !name.empty() && name.size() <= kMaxFabricNameBytes && name[0] != '.';
+  for (char c : name) {
+    ok = ok && (std::isalnum(static_cast<unsigned char>(c)) || c == '-' || c == '_' || c == '.');
+  }
+  if (!ok) {
+    *error = "invalid fabric name '" + name +
+             "': use 1-64 characters from [A-Za-z0-9._-], not starting with '.'";
+  }
+  return ok;
+}
+
+bool ParseLinkLayer(const std::string& text, LinkLayer* link, std::string* error) {
+  if (text == "ib") {
+    *link = LinkLayer::kInfiniBand;
+  } else if (text == "roce") {
+    *link = LinkLayer::kEthernet;
+  } else {
+    *error = "invalid link layer '" + text + "': valid are 'ib' (LIDs) and 'roce' (GIDs)";
+    return false;
+  }
+  return true;
+}
+
+const char* LinkLayerName(LinkLayer link) {
+  return link == LinkLayer::kInfiniBand ? "ib" : "roce";
+}
+
+bool FabricOptionsFromEnvironment(FabricOptions* options, std::string* error) {
+  if (const char* name = std::getenv("SOFTNIC_FABRIC"); name && *name) options->name = name;
+  if (!ValidateFabricName(options->name, error)) {
+    *error = "SOFTNIC_FABRIC: " + *error;
+    return false;
+  }
+  if (const char* devices = std::getenv("SOFTNIC_DEVICES"); devices && *devices) {
+    uint64_t count = 0;
+    if (!ParseUnsigned(devices, kMaxDevices, &count) || count == 0) {
+      *error = std::string("SOFTNIC_DEVICES='") + devices + "' is not valid: use 1.." +
+               std::to_string(kMaxDevices);
+      return false;
+    }
+    options->device_count = static_cast<uint32_t>(count);
+  }
+  if (const char* link = std::getenv("SOFTNIC_LINK"); link && *link) {
+    if (!ParseLinkLayer(link, &options->link_layer, error)) {
+      *error = "SOFTNIC_LINK: " + *error;
+      return false;
+    }
+  }
+  return true;
+}
+
+std::string FabricDirectory(const std::string& name) {
+  return "/dev/shm/softnic-" + std::to_string(getuid()) + "-" + name;
+}
+
+Fabric::~Fabric() {
+  if (header_ != nullptr) munmap(header_, sizeof(FabricHeader));
+}
+
+bool Fabric::Attach(const FabricOptions& options, Mode mode, std::string* error) {
+  if (!ValidateFabricName(options.name, error)) return false;
+  if (options.device_count == 0 || options.device_count > kMaxDevices) {
+    *error = "invalid device count " + std::to_string(options.device_count) + ": use 1.." +
+             std::to_string(kMaxDevices);
+    return false;
+  }
+  name_ = options.name;
+  directory_ = FabricDirectory(options.name);
+  if (mode != Mode::kOpenExisting) {
+    if (mkdir(directory_.c_str(), 0700) != 0 && errno != EEXIST) {
+      *error = Errno("cannot create fabric directory " + directory_, errno);
+      return false;
+    }
+    if (CreateFile(options, error)) return true;
+    if (mode == Mode::kCreateNew || !error->empty()) return false;
+  }
+  return OpenFile(error);
+}
+
+// Returns false with an empty *error when the fabric already exists.
+bool Fabric::CreateFile(const FabricOptions& options, std::string* error) {
+  std::string path = directory_ + "/fabric";
+  int fd = open(path.c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+  if (fd < 0) {
+    if (errno == EEXIST) {
+      error->clear();
+      return false;
+    }
+    *error = Errno("cannot create fabric " + path, errno);
+    return false;
+  }
+  if (ftruncate(fd, sizeof(FabricHeader)) != 0) {
+    *error = Errno("cannot size fabric " + path, errno);
+    close(fd);
+    return false;
+  }
+  void* map = mmap(nullptr, sizeof(FabricHeader), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  close(fd);
+  if (map == MAP_FAILED) {
+    *error = Errno("cannot map fabric " + path, errno);
+    return false;
+  }
+  // The file is zero-filled, which is the initial state of every atomic and table entry.
+  auto* header = static_cast<FabricHeader*>(map);
+  header->layout_version = kFabricLayoutVersion;
+  header->device_count = options.device_count;
+  header->link_layer = options.link_layer;
+  header->attributes = options.attributes;
+  InitRobustMutex(&header->admin);
+  for (ProcessSlot& slot : header->processes) InitRobustMutex(&slot.liveness);
+  for (uint32_t i = 0; i < options.device_count; ++i) {
+    InitDevice(&header->devices[i], i, options.name, options.link_layer);
+  }
+  header->magic.store(kFabricMagic, std::memory_order_release);
+  header_ = header;
+  return true;
+}
+
+bool Fabric::OpenFile(std::string* error) {
+  std::string path = directory_ + "/fabric";
+  int fd = open(path.c_str(), O_RDWR | O_CLOEXEC);
+  if (fd < 0) {
+    if (errno == ENOENT) {
+      *error = "fabric '" + name_ + "' does not exist (" + path +
+               "); create it with `softnic fabric create --fabric " + name_ + "`";
+    } else {
+      *error = Errno("cannot open fabric " + path, errno);
+    }
+    return false;
+  }
+  struct stat st {};
+  fstat(fd, &st);
+  if (static_cast<size_t>(st.st_size) != sizeof(FabricHeader)) {
+    // The creator may still be sizing the file; wait for it below via the magic.
+    auto deadline = std::chrono::steady_clock::now() + kCreationWait;
+    while (static_cast<size_t>(st.st_size) != sizeof(FabricHeader) &&
+           std::chrono::steady_clock::now() < deadline) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+      fstat(fd, &st);
+    }
+    if (static_cast<size_t>(st.st_size) != sizeof(FabricHeader)) {
+      close(fd);
+      *error = "fabric " + path + " has size " + std::to_string(st.st_size) + ", expected " +
+               std::to_string(sizeof(FabricHeader)) +
+               " (made by another softnic version?); remove it with `softnic fabric rm --fabric " +
+               name_ + "`";
+      return false;
+    }
+  }
+  void* map = mmap(nullptr, sizeof(FabricHeader), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  close(fd);
+  if (map == MAP_FAILED) {
+    *error = Errno("cannot map fabric " + path, errno);
+    return false;
+  }
+  auto* header = static_cast<FabricHeader*>(map);
+  auto deadline = std::chrono::steady_clock::now() + kCreationWait;
+  while (header->magic.load(std::memory_order_acquire) != kFabricMagic) {
+    if (std::chrono::steady_clock::now() >= deadline) {
+      munmap(map, sizeof(FabricHeader));
+      *error = "fabric " + path +
+               " was never completed by its creator; remove it with `softnic fabric rm --fabric " +
+               name_ + "`";
+      return false;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  if (header->layout_version != kFabricLayoutVersion) {
+    *error = "fabric " + path + " has layout version " + std::to_string(header->layout_version) +
+             ", this softnic reads version " + std::to_string(kFabricLayoutVersion);
+    munmap(map, sizeof(FabricHeader));
+    return false;
+  }
+  header_ = header;
+  return true;
+}
+
+bool RemoveFabric(const std::string& name, std::string* error) {
+  if (!ValidateFabricName(name, error)) return false;
+  std::string directory = FabricDirectory(name);
+  DIR* dir = opendir(directory.c_str());
+  if (dir == nullptr) {
+    if (errno == ENOENT) return true;
+    *error = Errno("cannot open " + directory, errno);
+    return false;
+  }
+  while (dirent* entry = readdir(dir)) {
+    if (std::strcmp(entry->d_name, ".") == 0 || std::strcmp(entry->d_name, "..") == 0) continue;
+    unlinkat(dirfd(dir), entry->d_name, 0);
+  }
+  closedir(dir);
+  if (rmdir(directory.c_str()) != 0 && errno != ENOENT) {
+    *error = Errno("cannot remove " + directory, errno);
+    return false;
+  }
+  return true;
+}
+
+void SumDeviceCounters(const FabricHeader& fabric, uint32_t device, uint64_t out[kCounterCount]) {
+  for (uint32_t c = 0; c < kCounterCount; ++c) {
+    uint64_t sum = __atomic_load_n(&fabric.devices[device].retired.value[c], __ATOMIC_RELAXED);
+    for (const ProcessSlot& slot : fabric.processes) {
+      sum += __atomic_load_n(&slot.counters[device].value[c], __ATOMIC_RELAXED);
+    }
+    out[c] = sum;
+  }
+}
+
+}  // namespace softnic

@@ -1,0 +1,60 @@
+// Creating, opening and removing a fabric: the shared file of layout.h in a directory
+// that only its owner can enter (/dev/shm/softnic-<uid>-<name>, mode 0700).
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "softnic/fabric/layout.h"
+
+namespace softnic {
+
+struct FabricOptions {
+  std::string name = "default";
+  uint32_t device_count = kDefaultDevices;
+  LinkLayer link_layer = LinkLayer::kInfiniBand;
+  DeviceAttributes attributes;
+};
+
+// Options from the environment (SOFTNIC_FABRIC, SOFTNIC_DEVICES, SOFTNIC_LINK), used
+// when a verbs program creates the fabric on first use. Bad values are reported in
+// *error, naming the variable, the value and what is valid.
+bool FabricOptionsFromEnvironment(FabricOptions* options, std::string* error);
+
+bool ValidateFabricName(const std::string& name, std::string* error);
+bool ParseLinkLayer(const std::string& text, LinkLayer* link, std::string* error);
+const char* LinkLayerName(LinkLayer link);
+std::string FabricDirectory(const std::string& name);
+
+class Fabric {
+ public:
+  Fabric() = default;
+  Fabric(const Fabric&) = delete;
+  Fabric& operator=(const Fabric&) = delete;
+  ~Fabric();
+
+  enum class Mode { kOpenExisting, kCreateNew, kOpenOrCreate };
+  // Returns false with a message in *error (missing fabric, permission, bad options).
+  bool Attach(const FabricOptions& options, Mode mode, std::string* error);
+
+  FabricHeader* header() const { return header_; }
+  const std::string& directory() const { return directory_; }
+  const std::string& name() const { return name_; }
+
+ private:
+  bool CreateFile(const FabricOptions& options, std::string* error);
+  bool OpenFile(std::string* error);
+
+  FabricHeader* header_ = nullptr;
+  std::string directory_;
+  std::string name_;
+};
+
+// Deletes the fabric's directory with every object in it. Processes that still have it
+// mapped keep working on their mappings; new processes get a fresh fabric.
+bool RemoveFabric(const std::string& name, std::string* error);
+
+// Sum of a device's counters over live and retired processes.
+void SumDeviceCounters(const FabricHeader& fabric, uint32_t device, uint64_t out[kCounterCount]);
+
+}  // namespace softnic

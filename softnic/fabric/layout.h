@@ -1,0 +1,174 @@
+// The shared-memory layout of a softnic fabric: one file mapped by every process that
+// uses the fabric. Everything a peer must find without asking the owner lives here:
+// devices, their QP and MR tables, fault settings, per-process liveness and counters.
+// Queues and registered memory live in separate named objects (object.h).
+#pragma once
+
+#include <pthread.h>
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+
+namespace softnic {
+
+constexpr uint32_t kFabricMagic = 0x534e4943;  // "SNIC"
+constexpr uint32_t kFabricLayoutVersion = 1;
+constexpr uint32_t kMaxDevices = 16;
+constexpr uint32_t kDefaultDevices = 2;
+constexpr uint32_t kMaxProcesses = 128;
+constexpr uint32_t kQpIndexBits = 12;
+constexpr uint32_t kMaxQpsPerDevice = 1u << kQpIndexBits;
+constexpr uint32_t kMrIndexBits = 12;
+constexpr uint32_t kMaxMrsPerDevice = 1u << kMrIndexBits;
+constexpr uint32_t kMaxMrSegments = 16;
+constexpr size_t kPageBytes = 4096;
+constexpr size_t kCacheLineBytes = 64;
+constexpr uint32_t kQpnMask = 0xffffff;  // QPNs are 24-bit on the wire
+constexpr uint32_t kEntryReserved = 0xffffffffu;  // a table entry being filled in
+static_assert(kQpIndexBits < 24, "QPN = random high bits | table index, within 24 bits");
+
+enum class LinkLayer : uint8_t { kInfiniBand = 1, kEthernet = 2 };
+
+// Device attributes, fixed when the fabric is created (a ConnectX-like profile).
+struct DeviceAttributes {
+  uint32_t max_qp_wr = 16384;
+  uint32_t max_sge = 32;
+  uint32_t max_inline_bytes = 256;
+  uint32_t max_qp_rd_atom = 16;
+  uint32_t max_cqe = 4194303;
+  uint32_t max_srq_wr = 16384;
+  uint32_t max_pd = 1 << 20;
+  uint32_t active_mtu_bytes = 4096;
+};
+
+struct FaultSettings {
+  std::atomic<uint32_t> drop_ppm{0};  // UC/UD message drop probability, parts per million
+  std::atomic<uint32_t> delay_us{0};  // added to every message
+  std::atomic<uint32_t> down{0};      // the device neither sends nor receives
+};
+
+// Counters are per (process, device) and written only by that process (no shared cache
+// line between a sender and a receiver); readers sum over processes.
+enum Counter : uint32_t {
+  kTxPackets,
+  kTxBytes,
+  kRxPackets,
+  kRxBytes,
+  kDroppedNoRecv,
+  kDroppedFault,
+  kDroppedDeviceDown,
+  kDroppedNoDestination,
+  kDroppedAccess,
+  kRnrRetries,
+  kRetryExceeded,
+  kRemoteAccessErrors,
+  kCqOverruns,
+  kDoorbells,
+  kWorkRequests,
+  // The PCIe/wire accounting hook (accounting.h) fills the rest once the model lands.
+  kPcieMmioLines,
+  kPcieDmaReadBytes,
+  kPcieDmaWriteBytes,
+  kWirePackets,
+  kWireBytes,
+  kCounterCount
+};
+
+inline constexpr const char* kCounterNames[] = {
+    "tx_packets",          "tx_bytes",          "rx_packets",          "rx_bytes",
+    "dropped_no_recv",     "dropped_fault",     "dropped_device_down",
+    "dropped_no_destination", "dropped_access",  "rnr_retries",
+    "retry_exceeded",      "remote_access_errors", "cq_overruns",      "doorbells",
+    "work_requests",       "pcie_mmio_lines",   "pcie_dma_read_bytes", "pcie_dma_write_bytes",
+    "wire_packets",        "wire_bytes"};
+
+static_assert(sizeof(kCounterNames) / sizeof(kCounterNames[0]) == kCounterCount);
+
+struct alignas(kCacheLineBytes) CounterBlock {
+  uint64_t value[kCounterCount];
+};
+
+// A process attached to the fabric. `liveness` is a robust, process-shared mutex that the
+// process's liveness thread holds for the process lifetime. When the process dies the
+// kernel clears the owner TID in the mutex word (robust futex list), so any peer can tell
+// "alive" from "dead" with one load, without a system call.
+struct alignas(kCacheLineBytes) ProcessSlot {
+  pthread_mutex_t liveness;
+  std::atomic<int32_t> holder_tid{0};
+  std::atomic<uint32_t> incarnation{0};
+  std::atomic<uint32_t> pid{0};
+  CounterBlock counters[kMaxDevices];
+};
+
+// A named shared-memory object (queue ring or registered pages). The id encodes its
+// owner, so the objects of a dead process can be found and removed.
+struct ObjectRef {
+  uint64_t id = 0;
+  uint64_t bytes = 0;
+};
+
+struct QpEntry {
+  std::atomic<uint32_t> qpn{0};  // 0 = free, kEntryReserved = being filled; published last
+  std::atomic<uint32_t> state{0};  // enum ibv_qp_state
+  uint32_t type = 0;               // enum ibv_qp_type
+  uint32_t owner_slot = 0;
+  uint32_t owner_incarnation = 0;
+  uint32_t pd_id = 0;
+  std::atomic<uint32_t> qkey{0};
+  std::atomic<uint32_t> min_rnr_timer{0};
+  uint32_t recv_sge_capacity = 0;
+  uint32_t uses_srq = 0;
+  ObjectRef recv_queue;  // the QP's receive ring, or its SRQ's
+  ObjectRef recv_cq;
+};
+
+enum class SegmentKind : uint32_t { kAnchor = 1, kSysV = 2 };
+
+struct MrSegment {
+  SegmentKind kind = SegmentKind::kAnchor;
+  int32_t sysv_id = -1;
+  uint64_t object_id = 0;      // kAnchor: the object holding these pages
+  uint64_t object_offset = 0;  // byte offset of the first page inside the object
+  uint64_t bytes = 0;          // page multiple; segments are contiguous in address order
+};
+
+struct MrEntry {
+  std::atomic<uint32_t> key{0};  // lkey == rkey; 0 = free; published last, cleared on dereg
+  uint32_t access = 0;
+  uint32_t pd_id = 0;
+  uint32_t owner_slot = 0;
+  uint32_t owner_incarnation = 0;
+  uint32_t segment_count = 0;
+  uint64_t addr = 0;       // first address as peers name it (the iova)
+  uint64_t length = 0;
+  uint64_t va = 0;         // first address in the owner
+  uint64_t page_base = 0;  // va rounded down to a page: where segment 0 starts
+  MrSegment segments[kMaxMrSegments];
+};
+
+struct DeviceEntry {
+  char name[32];
+  uint64_t node_guid = 0;  // host byte order
+  uint16_t lid = 0;
+  uint8_t gid[16];
+  FaultSettings faults;
+  CounterBlock retired;  // counters of processes that have left the fabric
+  QpEntry qps[kMaxQpsPerDevice];
+  MrEntry mrs[kMaxMrsPerDevice];
+};
+
+struct FabricHeader {
+  std::atomic<uint32_t> magic{0};  // set last by the creator
+  uint32_t layout_version = 0;
+  uint32_t device_count = 0;
+  LinkLayer link_layer = LinkLayer::kInfiniBand;
+  DeviceAttributes attributes;
+  std::atomic<uint32_t> next_incarnation{0};
+  std::atomic<uint32_t> next_pd_id{0};
+  pthread_mutex_t admin;  // robust; serializes slot reclaim and table allocation (cold)
+  ProcessSlot processes[kMaxProcesses];
+  DeviceEntry devices[kMaxDevices];
+};
+
+}  // namespace softnic

@@ -1,0 +1,388 @@
+// Completion queues, the extended poll API, and completion channels.
+//
+// A CQ is a shared ring (ring.h) so that a sender in another process can deliver a
+// receive completion directly. A completion channel is a FIFO in the fabric directory:
+// a producer that finds the CQ armed writes one byte to it, which wakes the owner's
+// ibv_get_cq_event (or the owner's own poll() on channel->fd).
+#include <fcntl.h>
+#include <poll.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+
+#include "softnic/fabric/object.h"
+#include "softnic/verbs/internal.h"
+
+namespace softnic {
+namespace {
+
+constexpr uint64_t kSupportedWcFlags =
+    IBV_WC_EX_WITH_BYTE_LEN | IBV_WC_EX_WITH_IMM | IBV_WC_EX_WITH_QP_NUM |
+    IBV_WC_EX_WITH_SRC_QP | IBV_WC_EX_WITH_SLID | IBV_WC_EX_WITH_SL |
+    IBV_WC_EX_WITH_DLID_PATH_BITS;
+constexpr int kChannelWaitSliceMs = 10;
+
+void NotifyArmedCq(RingHeader* header) {
+  if (header->armed.exchange(kNotArmed, std::memory_order_acq_rel) == kNotArmed) return;
+  header->event_pending.store(1, std::memory_order_release);
+  int fd = Runtime::Get()->ChannelWriter(header->channel_id);
+  if (fd >= 0) {
+    char byte = 1;
+    [[maybe_unused]] ssize_t n = write(fd, &byte, 1);
+  }
+}
+
+void Retire(Runtime* runtime, const SoftCq* cq, const Cqe& cqe) {
+  if (!cqe.is_send) return;
+  SoftQp* qp = runtime->local_qps[cq->device_index][cqe.qp_num & (kMaxQpsPerDevice - 1)];
+  if (qp != nullptr) qp->sq_retired.store(cqe.sq_retire, std::memory_order_release);
+}
+
+void ToWc(const Cqe& cqe, ibv_wc* wc) {
+  wc->wr_id = cqe.wr_id;
+  wc->status = static_cast<ibv_wc_status>(cqe.status);
+  wc->opcode = static_cast<ibv_wc_opcode>(cqe.opcode);
+  wc->vendor_err = cqe.vendor_err;
+  wc->byte_len = cqe.byte_len;
+  wc->imm_data = cqe.imm_data;
+  wc->qp_num = cqe.qp_num;
+  wc->src_qp = cqe.src_qp;
+  wc->wc_flags = cqe.wc_flags;
+  wc->pkey_index = 0;
+  wc->slid = cqe.slid;
+  wc->sl = cqe.sl;
+  wc->dlid_path_bits = 0;
+}
+
+// Cold: report an overrun once, as an async CQ error, like a NIC does.
+void ReportOverrun(SoftCq* cq) {
+  if (cq->overrun_reported) return;
+  cq->overrun_reported = true;
+  ibv_async_event event{};
+  event.element.cq = reinterpret_cast<ibv_cq*>(&cq->ex);
+  event.event_type = IBV_EVENT_CQ_ERR;
+  PostAsyncEvent(ToSoft(cq->ex.context), event);
+}
+
+int PollCqOp(ibv_cq* ibcq, int entries, ibv_wc* wc) {
+  SoftCq* cq = ToSoft(ibcq);
+  Runtime* runtime = Runtime::Get();
+  if (runtime->stalled_count.load(std::memory_order_relaxed) != 0) runtime->ProgressStalled();
+  int polled = 0;
+  while (polled < entries && cq->ring.TryPop([&](const void* payload) {
+           const Cqe& cqe = *static_cast<const Cqe*>(payload);
+           ToWc(cqe, &wc[polled]);
+           Retire(runtime, cq, cqe);
+         })) {
+    ++polled;
+  }
+  if (polled == 0 && cq->ring.header()->overrun.load(std::memory_order_relaxed) != 0) {
+    ReportOverrun(cq);
+    return -EOVERFLOW;
+  }
+  return polled;
+}
+
+int ReqNotifyCqOp(ibv_cq* ibcq, int solicited_only) {
+  SoftCq* cq = ToSoft(ibcq);
+  cq->ring.header()->armed.store(solicited_only ? kArmedSolicited : kArmedAny,
+                                 std::memory_order_relaxed);
+  // Pairs with the producer's fence in PushCqe: either it sees the arm, or we see its entry.
+  std::atomic_thread_fence(std::memory_order_seq_cst);
+  if (cq->ring.Size() != 0) NotifyArmedCq(cq->ring.header());
+  return 0;
+}
+
+// The extended poll API reads one entry at a time into cq->current.
+int TakeOne(SoftCq* cq) {
+  Runtime* runtime = Runtime::Get();
+  bool got = cq->ring.TryPop([&](const void* payload) {
+    cq->current = *static_cast<const Cqe*>(payload);
+    Retire(runtime, cq, cq->current);
+  });
+  if (!got) {
+    if (cq->ring.header()->overrun.load(std::memory_order_relaxed) != 0) {
+      ReportOverrun(cq);
+      return EOVERFLOW;
+    }
+    return ENOENT;
+  }
+  cq->ex.wr_id = cq->current.wr_id;
+  cq->ex.status = static_cast<ibv_wc_status>(cq->current.status);
+  return 0;
+}
+
+int StartPoll(ibv_cq_ex* ex, ibv_poll_cq_attr* attr) {
+  if (attr != nullptr && attr->comp_mask != 0) return EINVAL;
+  Runtime* runtime = Runtime::Get();
+  if (runtime->stalled_count.load(std::memory_order_relaxed) != 0) runtime->ProgressStalled();
+  return TakeOne(ToSoft(ex));
+}
+int NextPoll(ibv_cq_ex* ex) { return TakeOne(ToSoft(ex)); }
+void EndPoll(ibv_cq_ex*) {}
+ibv_wc_opcode ReadOpcode(ibv_cq_ex* ex) { return ibv_wc_opcode(ToSoft(ex)->current.opcode); }
+uint32_t ReadVendorErr(ibv_cq_ex* ex) { return ToSoft(ex)->current.vendor_err; }
+uint32_t ReadByteLen(ibv_cq_ex* ex) { return ToSoft(ex)->current.byte_len; }
+__be32 ReadImmData(ibv_cq_ex* ex) { return ToSoft(ex)->current.imm_data; }
+uint32_t ReadQpNum(ibv_cq_ex* ex) { return ToSoft(ex)->current.qp_num; }
+uint32_t ReadSrcQp(ibv_cq_ex* ex) { return ToSoft(ex)->current.src_qp; }
+unsigned ReadWcFlags(ibv_cq_ex* ex) { return ToSoft(ex)->current.wc_flags; }
+uint32_t ReadSlid(ibv_cq_ex* ex) { return ToSoft(ex)->current.slid; }
+uint8_t ReadSl(ibv_cq_ex* ex) { return ToSoft(ex)->current.sl; }
+uint8_t ReadDlidPathBits(ibv_cq_ex*) { return 0; }
+
+SoftCq* CreateCq(ibv_context* context, uint32_t entries, ibv_comp_channel* channel, void* cq_context) {
+  Runtime* runtime = Runtime::Get();
+  uint32_t max_cqe = runtime->fabric()->attributes.max_cqe;
+  if (entries == 0 || entries > max_cqe) {
+    errno = EINVAL;
+    return nullptr;
+  }
+  uint32_t capacity = RoundUpPowerOfTwo(std::max<uint32_t>(entries + 1, 2));
+  auto* cq = new SoftCq{};
+  cq->object.id = runtime->NewObjectId();
+  cq->object.bytes = RingBytes(capacity, sizeof(Cqe));
+  int fd = CreateObject(runtime->directory(), cq->object.id, cq->object.bytes);
+  void* map = fd < 0 ? MAP_FAILED
+                     : mmap(nullptr, cq->object.bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  int err = errno;
+  if (fd >= 0) close(fd);
+  if (map == MAP_FAILED) {
+    RemoveObject(runtime->directory(), cq->object.id);
+    delete cq;
+    errno = err;
+    return nullptr;
+  }
+  cq->ring = Ring::Format(map, capacity, sizeof(Cqe));
+  SoftContext* soft_context = ToSoft(context);
+  cq->device_index = soft_context->device_index;
+  cq->channel = channel ? ToSoft(channel) : nullptr;
+  cq->ring.header()->channel_id = cq->channel ? cq->channel->fifo_id : 0;
+  cq->ex.context = context;
+  cq->ex.channel = channel;
+  cq->ex.cq_context = cq_context;
+  cq->ex.cqe = int(capacity - 1);
+  pthread_mutex_init(&cq->ex.mutex, nullptr);
+  pthread_cond_init(&cq->ex.cond, nullptr);
+  if (cq->channel) {
+    std::lock_guard<std::mutex> lock(cq->channel->mutex);
+    cq->channel->cqs.push_back(cq);
+  }
+  std::lock_guard<std::mutex> lock(soft_context->objects_mutex);
+  soft_context->cqs.push_back(cq);
+  return cq;
+}
+
+ibv_cq_ex* CreateCqExOp(ibv_context* context, ibv_cq_init_attr_ex* attr) {
+  if ((attr->wc_flags & ~kSupportedWcFlags) != 0) {
+    errno = EOPNOTSUPP;
+    return nullptr;
+  }
+  if ((attr->comp_mask & ~uint32_t(IBV_CQ_INIT_ATTR_MASK_FLAGS | IBV_CQ_INIT_ATTR_MASK_PD)) != 0 ||
+      attr->comp_vector != 0) {
+    errno = EINVAL;
+    return nullptr;
+  }
+  SoftCq* cq = CreateCq(context, attr->cqe, attr->channel, attr->cq_context);
+  if (cq == nullptr) return nullptr;
+  InstallCqExOps(cq);
+  return &cq->ex;
+}
+
+template <typename T>
+void EraseFrom(std::vector<T*>& list, T* item) {
+  list.erase(std::remove(list.begin(), list.end(), item), list.end());
+}
+
+}  // namespace
+
+bool PushCqe(Ring& ring, const Cqe& cqe, CounterBlock& counters, bool solicited) {
+  bool pushed = ring.TryPush([&](void* payload) { std::memcpy(payload, &cqe, sizeof(cqe)); });
+  RingHeader* header = ring.header();
+  if (!pushed) {
+    header->overrun.store(1, std::memory_order_relaxed);
+    Count(counters, kCqOverruns);
+    return false;
+  }
+  if (header->channel_id != 0) {
+    // Pairs with ReqNotifyCqOp's fence (store-load order: our entry, then their arm).
+    std::atomic_thread_fence(std::memory_order_seq_cst);
+    uint32_t armed = header->armed.load(std::memory_order_relaxed);
+    if (armed == kArmedAny || (armed == kArmedSolicited && (solicited || cqe.status != IBV_WC_SUCCESS))) {
+      NotifyArmedCq(header);
+    }
+  }
+  return true;
+}
+
+void InstallCqExOps(SoftCq* cq) {
+  ibv_cq_ex& ex = cq->ex;
+  ex.start_poll = StartPoll;
+  ex.next_poll = NextPoll;
+  ex.end_poll = EndPoll;
+  ex.read_opcode = ReadOpcode;
+  ex.read_vendor_err = ReadVendorErr;
+  ex.read_byte_len = ReadByteLen;
+  ex.read_imm_data = ReadImmData;
+  ex.read_qp_num = ReadQpNum;
+  ex.read_src_qp = ReadSrcQp;
+  ex.read_wc_flags = ReadWcFlags;
+  ex.read_slid = ReadSlid;
+  ex.read_sl = ReadSl;
+  ex.read_dlid_path_bits = ReadDlidPathBits;
+}
+
+void CheckAsyncConditions(SoftContext* context) {
+  std::vector<SoftCq*> overrun;
+  std::vector<SoftSrq*> limited;
+  {
+    std::lock_guard<std::mutex> lock(context->objects_mutex);
+    for (SoftCq* cq : context->cqs) {
+      if (!cq->overrun_reported && cq->ring.header()->overrun.load(std::memory_order_relaxed)) {
+        overrun.push_back(cq);
+      }
+    }
+    for (SoftSrq* srq : context->srqs) {
+      if (srq->ring.header()->event_pending.exchange(0, std::memory_order_acq_rel)) {
+        limited.push_back(srq);
+      }
+    }
+  }
+  for (SoftCq* cq : overrun) ReportOverrun(cq);
+  for (SoftSrq* srq : limited) {
+    ibv_async_event event{};
+    event.element.srq = &srq->srq;
+    event.event_type = IBV_EVENT_SRQ_LIMIT_REACHED;
+    PostAsyncEvent(context, event);
+  }
+}
+
+void InstallCqOps(ibv_context_ops* ops, verbs_context* vctx) {
+  ops->poll_cq = PollCqOp;
+  ops->req_notify_cq = ReqNotifyCqOp;
+  vctx->create_cq_ex = CreateCqExOp;
+}
+
+}  // namespace softnic
+
+using namespace softnic;
+
+extern "C" {
+
+ibv_comp_channel* ibv_create_comp_channel(ibv_context* context) {
+  Runtime* runtime = Runtime::Get();
+  auto* channel = new SoftChannel{};
+  channel->fifo_id = runtime->NewObjectId();
+  std::string path = ObjectPath(runtime->directory(), channel->fifo_id);
+  if (mkfifo(path.c_str(), 0600) != 0) {
+    int err = errno;
+    delete channel;
+    errno = err;
+    return nullptr;
+  }
+  // O_RDWR keeps a writer open on our side, so the FIFO never reports end-of-file.
+  int fd = open(path.c_str(), O_RDWR | O_CLOEXEC);
+  if (fd < 0) {
+    int err = errno;
+    unlink(path.c_str());
+    delete channel;
+    errno = err;
+    return nullptr;
+  }
+  channel->channel.context = context;
+  channel->channel.fd = fd;
+  channel->channel.refcnt = 0;
+  return &channel->channel;
+}
+
+int ibv_destroy_comp_channel(ibv_comp_channel* ibchannel) {
+  SoftChannel* channel = ToSoft(ibchannel);
+  {
+    std::lock_guard<std::mutex> lock(channel->mutex);
+    if (!channel->cqs.empty()) {
+      errno = EBUSY;
+      return EBUSY;
+    }
+  }
+  close(ibchannel->fd);
+  RemoveObject(Runtime::Get()->directory(), channel->fifo_id);
+  delete channel;
+  return 0;
+}
+
+ibv_cq* ibv_create_cq(ibv_context* context, int entries, void* cq_context, ibv_comp_channel* channel,
+                      int comp_vector) {
+  if (entries <= 0 || comp_vector != 0) {
+    errno = EINVAL;
+    return nullptr;
+  }
+  SoftCq* cq = CreateCq(context, uint32_t(entries), channel, cq_context);
+  return cq ? reinterpret_cast<ibv_cq*>(&cq->ex) : nullptr;
+}
+
+int ibv_resize_cq(ibv_cq* cq, int entries) {
+  // Growing would move the ring that peers have mapped; within capacity it is a no-op.
+  return entries > 0 && entries <= cq->cqe ? 0 : EOPNOTSUPP;
+}
+
+int ibv_destroy_cq(ibv_cq* ibcq) {
+  SoftCq* cq = ToSoft(ibcq);
+  if (cq->channel) {
+    std::lock_guard<std::mutex> lock(cq->channel->mutex);
+    EraseFrom(cq->channel->cqs, cq);
+  }
+  SoftContext* context = ToSoft(ibcq->context);
+  {
+    std::lock_guard<std::mutex> lock(context->objects_mutex);
+    EraseFrom(context->cqs, cq);
+  }
+  // The ring stays mapped here: a sender that resolved this CQ may still be writing. The
+  // name goes, so nobody new can map it.
+  RemoveObject(Runtime::Get()->directory(), cq->object.id);
+  delete cq;
+  return 0;
+}
+
+int ibv_get_cq_event(ibv_comp_channel* ibchannel, ibv_cq** cq_out, void** cq_context) {
+  SoftChannel* channel = ToSoft(ibchannel);
+  Runtime* runtime = Runtime::Get();
+  bool nonblocking = (fcntl(ibchannel->fd, F_GETFL) & O_NONBLOCK) != 0;
+  for (;;) {
+    {
+      std::lock_guard<std::mutex> lock(channel->mutex);
+      for (SoftCq* cq : channel->cqs) {
+        if (cq->ring.header()->event_pending.exchange(0, std::memory_order_acq_rel)) {
+          *cq_out = reinterpret_cast<ibv_cq*>(&cq->ex);
+          *cq_context = cq->ex.cq_context;
+          return 0;
+        }
+      }
+    }
+    pollfd fd{ibchannel->fd, POLLIN, 0};
+    int ready = poll(&fd, 1, nonblocking ? 0 : kChannelWaitSliceMs);
+    if (ready > 0) {
+      char drain[64];
+      [[maybe_unused]] ssize_t n = read(ibchannel->fd, drain, sizeof(drain));
+      continue;
+    }
+    if (nonblocking) {
+      errno = EAGAIN;
+      return -1;
+    }
+    // While we sleep, stalled sends of this process must still be retried.
+    if (runtime->stalled_count.load(std::memory_order_relaxed) != 0) runtime->ProgressStalled();
+  }
+}
+
+void ibv_ack_cq_events(ibv_cq* cq, unsigned int events) {
+  pthread_mutex_lock(&cq->mutex);
+  cq->comp_events_completed += events;
+  pthread_cond_signal(&cq->cond);
+  pthread_mutex_unlock(&cq->mutex);
+}
+
+}  // extern "C"

@@ -1,0 +1,333 @@
+// softnic's process-side objects. Each verbs object embeds the public struct as its first
+// member (the provider convention), so a public pointer converts to ours by a cast.
+#pragma once
+
+#include <infiniband/verbs.h>
+
+#include <atomic>
+#include <cstdint>
+#include <deque>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "softnic/fabric/fabric.h"
+#include "softnic/fabric/layout.h"
+#include "softnic/fabric/process.h"
+#include "softnic/fabric/ring.h"
+
+namespace softnic {
+
+constexpr uint32_t kUdGrhBytes = 40;
+constexpr uint32_t kPortNumber = 1;
+constexpr uint32_t kRnrRetryForever = 7;
+constexpr uint32_t kUdDestinationCacheEntries = 64;
+static_assert((kUdDestinationCacheEntries & (kUdDestinationCacheEntries - 1)) == 0);
+
+// A completion as producers write it into a CQ ring; poll converts it to ibv_wc.
+struct Cqe {
+  uint64_t wr_id;
+  uint32_t status;
+  uint32_t opcode;
+  uint32_t byte_len;
+  uint32_t imm_data;  // network order, as ibv_wc
+  uint32_t qp_num;
+  uint32_t src_qp;
+  uint32_t wc_flags;
+  uint32_t sq_retire;  // send completions: the QP's posted count this retires up to
+  uint16_t slid;
+  uint8_t sl;
+  uint8_t is_send;  // retires the send queue up to sq_retire
+  uint32_t vendor_err;
+};
+static_assert(sizeof(Cqe) == 48);
+
+// A posted receive as it sits in a receive ring (followed by `num_sge` SGEs).
+struct RecvWqe {
+  uint64_t wr_id;
+  uint32_t num_sge;
+  uint32_t reserved;
+  ibv_sge sge[];
+};
+
+inline uint32_t RecvWqeBytes(uint32_t max_sge) {
+  return static_cast<uint32_t>(sizeof(RecvWqe) + sizeof(ibv_sge) * max_sge);
+}
+
+struct SoftDevice {
+  ibv_device device;
+  // The tail of rdma-core's struct verbs_device (ops, refcount, ...): provider libraries
+  // loaded beside us (libmlx5's mlx5dv_is_supported) read `ops` there; zero means "not mine".
+  void* verbs_device_tail[16];
+  uint32_t index;
+};
+
+struct AsyncEventQueue {
+  std::mutex mutex;
+  std::deque<ibv_async_event> events;
+};
+
+struct SoftContext {
+  verbs_context vctx;  // ends with the public ibv_context
+  uint32_t device_index;
+  DeviceEntry* device;
+  AsyncEventQueue async;
+  std::mutex objects_mutex;  // the CQs and SRQs below, checked for async conditions
+  std::vector<struct SoftCq*> cqs;
+  std::vector<struct SoftSrq*> srqs;
+};
+
+struct SoftPd {
+  ibv_pd pd;
+  uint32_t pd_id;
+};
+
+struct SoftMr {
+  ibv_mr mr;
+  uint32_t index;
+  std::vector<uintptr_t> anchors;  // anchor start addresses this MR holds a reference on
+};
+
+struct SoftChannel {
+  ibv_comp_channel channel;
+  uint64_t fifo_id;
+  std::mutex mutex;
+  std::vector<struct SoftCq*> cqs;
+};
+
+struct SoftCq {
+  ibv_cq_ex ex;  // its prefix is struct ibv_cq
+  uint32_t device_index;
+  Ring ring;
+  ObjectRef object;
+  SoftChannel* channel;
+  Cqe current;  // the entry being read through the extended poll API
+  bool overrun_reported;
+};
+
+struct SoftSrq {
+  ibv_srq srq;
+  SoftContext* context;
+  Ring ring;
+  ObjectRef object;
+  uint32_t max_sge;
+  uint32_t max_wr;
+};
+
+struct SoftAh {
+  ibv_ah ah;
+  ibv_ah_attr attr;
+  int32_t device;  // destination device index, -1 if no device has that address
+};
+
+// A remote QP's receive side as a sender uses it: its entry and its mapped rings.
+struct Destination {
+  uint32_t device = 0;
+  uint32_t qpn = 0;
+  QpEntry* entry = nullptr;
+  Ring recv_queue;
+  Ring recv_cq;
+};
+
+// A send WR in the engine's one form, whether it came from ibv_post_send, the ibv_wr_*
+// API, or a stalled copy awaiting retry.
+struct WorkRequest {
+  uint64_t wr_id;
+  ibv_wr_opcode opcode;
+  uint32_t send_flags;
+  uint32_t imm_data;
+  uint32_t num_sge;
+  const ibv_sge* sg_list;
+  uint64_t remote_addr;
+  uint32_t rkey;
+  uint64_t compare_add;
+  uint64_t swap;
+  SoftAh* ah;
+  uint32_t remote_qpn;
+  uint32_t remote_qkey;
+};
+
+// Storage a WorkRequest can point into when it must outlive the caller's WR.
+struct StoredWorkRequest {
+  WorkRequest wr;
+  uint32_t slot;  // the QP's posted count when this WR was posted
+  std::vector<ibv_sge> sges;
+  std::vector<uint8_t> inline_bytes;
+};
+
+enum class StallReason : uint8_t { kNone, kReceiverNotReady, kNoReceive };
+
+// Preallocated storage (on first wr_start) for one ibv_wr_* batch: the hot path of
+// perftest and of every modern verbs program allocates nothing per WR.
+struct WrBatch {
+  std::unique_ptr<WorkRequest[]> wrs;
+  std::unique_ptr<ibv_sge[]> sges;           // capacity * sges_per_wr
+  std::unique_ptr<uint8_t[]> inline_bytes;   // capacity * inline_per_wr
+  uint32_t capacity = 0;
+  uint32_t sges_per_wr = 0;
+  uint32_t inline_per_wr = 0;
+  uint32_t count = 0;
+  int error = 0;
+};
+
+struct SoftQp {
+  ibv_qp_ex ex;  // its prefix is struct ibv_qp
+  SoftContext* context;
+  uint32_t device_index;
+  QpEntry* entry;
+  uint32_t index;
+  SoftCq* send_cq;
+  SoftCq* recv_cq;
+  SoftSrq* srq;
+  Ring recv_ring;  // own receive ring (not with an SRQ)
+  ObjectRef recv_object;
+  ibv_qp_cap cap;
+  bool signal_all;
+  uint32_t path_mtu_bytes;
+  ibv_qp_attr attr;        // everything modify_qp set, as query_qp reports it
+  int32_t dest_device;     // connected QPs: the device attr.ah_attr names, -1 if none
+  Destination connected;   // connected QPs: resolved on first use, refreshed if the peer goes
+  Destination ud_cache[kUdDestinationCacheEntries];
+
+  std::atomic_flag lock = ATOMIC_FLAG_INIT;  // post_send (mlx5 takes the same per-QP lock)
+  uint32_t sq_posted;
+  std::atomic<uint32_t> sq_retired;  // advanced by poll_cq when a send completion is read
+
+  // WRs waiting behind a stalled head (RC RNR or an unreachable responder), in order.
+  std::deque<StoredWorkRequest> pending;
+  StallReason stall;
+  bool registered_stalled;  // in Runtime::stalled
+  uint32_t stall_retries_left;
+  uint64_t stall_next_try_ns;
+
+  WrBatch batch;  // the ibv_wr_* API's WRs between wr_start and wr_complete
+};
+
+// Process-wide state: the fabric, this process's slot, mapping caches, registries.
+struct RemoteMrMapping {
+  std::atomic<uint32_t> key;
+  uint8_t* base;  // address of the MR's first page in this process; written before key
+};
+
+struct Anchor {
+  uintptr_t end;
+  uint64_t object_id;
+  uint32_t references;
+};
+
+class Runtime {
+ public:
+  // The process's runtime, created on first use; nullptr (with *error) if the fabric
+  // cannot be opened. The error is remembered and returned on every later call.
+  static Runtime* Get(std::string* error = nullptr);
+
+  FabricHeader* fabric() const { return fabric_.header(); }
+  const std::string& directory() const { return fabric_.directory(); }
+  const ProcessAttachment& self() const { return self_; }
+  CounterBlock& counters(uint32_t device) { return fabric()->processes[self_.slot].counters[device]; }
+
+  uint64_t NewObjectId() { return MakeObjectIdFor(next_serial_.fetch_add(1) + 1); }
+  uint32_t RandomBits();
+
+  // Maps a ring object (cached per object id). Null on failure.
+  void* MapRing(const ObjectRef& ref);
+  // The address of an MR's first page in this process (cached per device and MR index).
+  uint8_t* MrBase(uint32_t device, uint32_t index, const MrEntry& entry, uint32_t key) {
+    RemoteMrMapping& mapping = mr_maps_[device][index];
+    if (mapping.key.load(std::memory_order_acquire) == key) return mapping.base;
+    return MapMr(device, index, entry, key);
+  }
+  uint8_t* MapMr(uint32_t device, uint32_t index, const MrEntry& entry, uint32_t key);
+
+  // Registered-memory anchors (memory.cc).
+  std::mutex anchors_mutex;
+  std::map<uintptr_t, Anchor> anchors;
+
+  // Completion-channel FIFOs of other processes, opened for writing (cold path).
+  int ChannelWriter(uint64_t fifo_id);
+
+  // QPs of this process by device and table index, for retiring send slots on poll.
+  SoftQp* local_qps[kMaxDevices][kMaxQpsPerDevice] = {};
+
+  // QPs with stalled send queues, retried by poll_cq, get_cq_event and the progress thread.
+  std::mutex stalled_mutex;
+  std::vector<SoftQp*> stalled;
+  std::atomic<uint32_t> stalled_count{0};
+  void AddStalled(SoftQp* qp);     // caller holds the QP lock
+  void RemoveStalled(SoftQp* qp);  // caller holds the QP lock
+  void ProgressStalled();
+
+ private:
+  Runtime() = default;
+  bool Init(std::string* error);
+  uint64_t MakeObjectIdFor(uint32_t serial) const;
+  void StartProgressThread();
+
+  Fabric fabric_;
+  ProcessAttachment self_;
+  std::atomic<uint32_t> next_serial_{0};
+  std::atomic<uint64_t> random_state_{0};
+  std::mutex maps_mutex_;
+  std::unordered_map<uint64_t, void*> ring_maps_;
+  std::unordered_map<uint64_t, int> channel_writers_;
+  std::unique_ptr<RemoteMrMapping[]> mr_maps_[kMaxDevices];  // allocated in Init
+  std::mutex progress_mutex_;
+  bool progress_thread_started_ = false;
+};
+
+inline SoftContext* ToSoft(ibv_context* c) {
+  return reinterpret_cast<SoftContext*>(reinterpret_cast<uint8_t*>(c) - offsetof(verbs_context, context));
+}
+inline SoftPd* ToSoft(ibv_pd* p) { return reinterpret_cast<SoftPd*>(p); }
+inline SoftMr* ToSoft(ibv_mr* m) { return reinterpret_cast<SoftMr*>(m); }
+inline SoftCq* ToSoft(ibv_cq* c) { return reinterpret_cast<SoftCq*>(c); }
+inline SoftCq* ToSoft(ibv_cq_ex* c) { return reinterpret_cast<SoftCq*>(c); }
+inline SoftQp* ToSoft(ibv_qp* q) { return reinterpret_cast<SoftQp*>(q); }
+inline SoftQp* ToSoft(ibv_qp_ex* q) { return reinterpret_cast<SoftQp*>(q); }
+inline SoftSrq* ToSoft(ibv_srq* s) { return reinterpret_cast<SoftSrq*>(s); }
+inline SoftAh* ToSoft(ibv_ah* a) { return reinterpret_cast<SoftAh*>(a); }
+inline SoftChannel* ToSoft(ibv_comp_channel* c) { return reinterpret_cast<SoftChannel*>(c); }
+
+// Single-writer counter update: only this process writes its counter block.
+inline void Count(CounterBlock& block, Counter counter, uint64_t amount = 1) {
+  __atomic_store_n(&block.value[counter],
+                   __atomic_load_n(&block.value[counter], __ATOMIC_RELAXED) + amount,
+                   __ATOMIC_RELAXED);
+}
+
+uint64_t NowNs();
+uint32_t MtuBytes(ibv_mtu mtu);
+int32_t FindDeviceByAddress(const FabricHeader& fabric, const ibv_ah_attr& attr);
+
+// Cold-path diagnostics to stderr, once per distinct message site when SOFTNIC_DEBUG unset.
+void Warn(const char* format, ...) __attribute__((format(printf, 1, 2)));
+
+// Completion-queue operations shared by the data path (cq.cc).
+bool PushCqe(Ring& ring, const Cqe& cqe, CounterBlock& counters, bool solicited);
+void FlushRecvQueue(SoftQp* qp);
+
+// The send engine (send.cc) and the QP paths it needs. *Locked functions need qp->lock.
+void LockQp(SoftQp* qp);
+void UnlockQp(SoftQp* qp);
+int SubmitLocked(SoftQp* qp, const WorkRequest& wr);
+void CountDoorbellLocked(SoftQp* qp, uint32_t work_requests);
+bool ProgressQpLocked(SoftQp* qp);  // true while still stalled
+void SetQpErrorLocked(SoftQp* qp);  // state ERR, flush pending sends and receives
+void SetQpStateError(SoftQp* qp);   // just the state (qp.cc)
+
+void PostAsyncEvent(SoftContext* context, const ibv_async_event& event);
+void CheckAsyncConditions(SoftContext* context);
+
+// Tables of the verbs context (device.cc fills ibv_context_ops and verbs_context ops).
+void InstallContextOps(SoftContext* context);
+void InstallCqOps(ibv_context_ops* ops, verbs_context* vctx);
+void InstallQpOps(ibv_context_ops* ops, verbs_context* vctx);
+void InstallRecvOps(ibv_context_ops* ops, verbs_context* vctx);
+void InstallSendOps(ibv_context_ops* ops, verbs_context* vctx);
+void InstallQpExOps(SoftQp* qp);
+void InstallCqExOps(SoftCq* cq);
+
+}  // namespace softnic

@@ -1,0 +1,254 @@
+// Protection domains and memory registration.
+//
+// Registration moves the pages under a region into shared-memory "anchor" objects: their
+// contents are copied into a new object which is then mapped over the same virtual range
+// (MAP_FIXED | MAP_SHARED). The owner keeps its addresses; a peer maps the same objects
+// once, when it first meets the key, and from then on reaches the memory with plain loads
+// and stores. Pages already anchored by an earlier registration are reused, never moved
+// again, so overlapping registrations see one copy of the data.
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+
+#include "softnic/fabric/object.h"
+#include "softnic/verbs/internal.h"
+
+#undef ibv_reg_mr
+#undef ibv_reg_mr_iova
+
+namespace softnic {
+namespace {
+
+constexpr uint32_t kSupportedAccess = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE |
+                                      IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_ATOMIC |
+                                      IBV_ACCESS_RELAXED_ORDERING | IBV_ACCESS_OPTIONAL_RANGE;
+
+uintptr_t PageDown(uintptr_t address) { return address & ~(uintptr_t{kPageBytes} - 1); }
+uintptr_t PageUp(uintptr_t address) { return PageDown(address + kPageBytes - 1); }
+
+// Moves [start, end) into a new anchor object. Caller holds anchors_mutex.
+bool CreateAnchor(Runtime* runtime, uintptr_t start, uintptr_t end, uint64_t* object_id) {
+  size_t bytes = end - start;
+  uint64_t id = runtime->NewObjectId();
+  int fd = CreateObject(runtime->directory(), id, bytes);
+  if (fd < 0) return false;
+  // pwrite reads the old pages through the kernel: a range that is not mapped fails with
+  // EFAULT here instead of crashing the caller.
+  size_t done = 0;
+  while (done < bytes) {
+    ssize_t n = pwrite(fd, reinterpret_cast<const void*>(start + done), bytes - done, off_t(done));
+    if (n <= 0) {
+      int err = n < 0 ? errno : EFAULT;
+      close(fd);
+      RemoveObject(runtime->directory(), id);
+      errno = err;
+      return false;
+    }
+    done += size_t(n);
+  }
+  void* map = mmap(reinterpret_cast<void*>(start), bytes, PROT_READ | PROT_WRITE,
+                   MAP_SHARED | MAP_FIXED, fd, 0);
+  int err = errno;
+  close(fd);
+  if (map == MAP_FAILED) {
+    RemoveObject(runtime->directory(), id);
+    errno = err;
+    return false;
+  }
+  *object_id = id;
+  return true;
+}
+
+// Fills the entry's segments for [page_begin, page_end), creating anchors for gaps.
+bool AnchorRange(Runtime* runtime, uintptr_t page_begin, uintptr_t page_end, MrEntry* entry,
+                 std::vector<uintptr_t>* held) {
+  std::lock_guard<std::mutex> lock(runtime->anchors_mutex);
+  auto& anchors = runtime->anchors;
+  // Count segments first so that a registration that cannot fit changes nothing.
+  uint32_t needed = 0;
+  for (uintptr_t cursor = page_begin; cursor < page_end; ++needed) {
+    auto it = anchors.upper_bound(cursor);
+    if (it != anchors.begin() && std::prev(it)->second.end > cursor) {
+      cursor = std::prev(it)->second.end;
+    } else {
+      cursor = it == anchors.end() ? page_end : std::min<uintptr_t>(it->first, page_end);
+    }
+  }
+  if (needed > kMaxMrSegments) {
+    errno = ENOMEM;
+    Warn("ibv_reg_mr: range overlaps %u earlier registrations in pieces; at most %u fit",
+         needed, kMaxMrSegments);
+    return false;
+  }
+  entry->segment_count = 0;
+  for (uintptr_t cursor = page_begin; cursor < page_end;) {
+    auto it = anchors.upper_bound(cursor);
+    uintptr_t anchor_start;
+    if (it != anchors.begin() && std::prev(it)->second.end > cursor) {
+      anchor_start = std::prev(it)->first;
+    } else {
+      uintptr_t gap_end = it == anchors.end() ? page_end : std::min<uintptr_t>(it->first, page_end);
+      uint64_t id = 0;
+      if (!CreateAnchor(runtime, cursor, gap_end, &id)) return false;
+      anchors.emplace(cursor, Anchor{gap_end, id, 0});
+      anchor_start = cursor;
+    }
+    Anchor& anchor = anchors[anchor_start];
+    uintptr_t segment_end = std::min<uintptr_t>(anchor.end, page_end);
+    MrSegment& segment = entry->segments[entry->segment_count++];
+    segment.kind = SegmentKind::kAnchor;
+    segment.object_id = anchor.object_id;
+    segment.object_offset = cursor - anchor_start;
+    segment.bytes = segment_end - cursor;
+    anchor.references++;
+    held->push_back(anchor_start);
+    cursor = segment_end;
+  }
+  return true;
+}
+
+void ReleaseAnchors(Runtime* runtime, const std::vector<uintptr_t>& held) {
+  std::lock_guard<std::mutex> lock(runtime->anchors_mutex);
+  for (uintptr_t start : held) {
+    auto it = runtime->anchors.find(start);
+    if (it == runtime->anchors.end() || --it->second.references > 0) continue;
+    // The pages stay mapped for the owner; only the name goes, so no new peer can map it.
+    RemoveObject(runtime->directory(), it->second.object_id);
+    runtime->anchors.erase(it);
+  }
+}
+
+int32_t ClaimMrIndex(DeviceEntry* device) {
+  for (uint32_t i = 0; i < kMaxMrsPerDevice; ++i) {
+    uint32_t expected = 0;
+    if (device->mrs[i].key.compare_exchange_strong(expected, kEntryReserved)) return int32_t(i);
+  }
+  return -1;
+}
+
+ibv_mr* RegisterMr(ibv_pd* pd, void* addr, size_t length, uint64_t iova, unsigned access) {
+  if ((access & ~kSupportedAccess) != 0 ||
+      ((access & (IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_ATOMIC)) &&
+       !(access & IBV_ACCESS_LOCAL_WRITE))) {
+    errno = EINVAL;
+    return nullptr;
+  }
+  if (addr == nullptr && length != 0) {
+    errno = EFAULT;
+    return nullptr;
+  }
+  Runtime* runtime = Runtime::Get();
+  SoftContext* context = ToSoft(pd->context);
+  DeviceEntry* device = context->device;
+  int32_t index = ClaimMrIndex(device);
+  if (index < 0) {
+    errno = ENOMEM;
+    return nullptr;
+  }
+  MrEntry& entry = device->mrs[index];
+  auto* mr = new SoftMr{};
+  uintptr_t start = reinterpret_cast<uintptr_t>(addr);
+  uintptr_t page_begin = PageDown(start);
+  uintptr_t page_end = length == 0 ? page_begin : PageUp(start + length);
+  if (!AnchorRange(runtime, page_begin, page_end, &entry, &mr->anchors)) {
+    int err = errno;
+    ReleaseAnchors(runtime, mr->anchors);
+    entry.key.store(0, std::memory_order_release);
+    delete mr;
+    errno = err;
+    return nullptr;
+  }
+  entry.access = access;
+  entry.pd_id = ToSoft(pd)->pd_id;
+  entry.owner_slot = runtime->self().slot;
+  entry.owner_incarnation = runtime->self().incarnation;
+  entry.addr = iova;
+  entry.length = length;
+  entry.page_base = page_begin;
+  entry.va = start;
+  uint32_t key;
+  do {
+    key = (runtime->RandomBits() << kMrIndexBits) | uint32_t(index);
+  } while (key == 0 || key == kEntryReserved);
+  entry.key.store(key, std::memory_order_release);
+
+  mr->index = uint32_t(index);
+  mr->mr.context = pd->context;
+  mr->mr.pd = pd;
+  mr->mr.addr = addr;
+  mr->mr.length = length;
+  mr->mr.handle = uint32_t(index);
+  mr->mr.lkey = key;
+  mr->mr.rkey = key;
+  return &mr->mr;
+}
+
+}  // namespace
+}  // namespace softnic
+
+using namespace softnic;
+
+extern "C" {
+
+ibv_pd* ibv_alloc_pd(ibv_context* context) {
+  Runtime* runtime = Runtime::Get();
+  auto* pd = new SoftPd{};
+  pd->pd.context = context;
+  pd->pd_id = runtime->fabric()->next_pd_id.fetch_add(1) + 1;
+  pd->pd.handle = pd->pd_id;
+  return &pd->pd;
+}
+
+int ibv_dealloc_pd(ibv_pd* pd) {
+  delete ToSoft(pd);
+  return 0;
+}
+
+ibv_mr* ibv_reg_mr(ibv_pd* pd, void* addr, size_t length, int access) {
+  return RegisterMr(pd, addr, length, reinterpret_cast<uintptr_t>(addr), unsigned(access));
+}
+
+ibv_mr* ibv_reg_mr_iova(ibv_pd* pd, void* addr, size_t length, uint64_t iova, int access) {
+  return RegisterMr(pd, addr, length, iova, unsigned(access));
+}
+
+ibv_mr* ibv_reg_mr_iova2(ibv_pd* pd, void* addr, size_t length, uint64_t iova, unsigned access) {
+  return RegisterMr(pd, addr, length, iova, access);
+}
+
+int ibv_dereg_mr(ibv_mr* mr) {
+  SoftMr* soft = ToSoft(mr);
+  Runtime* runtime = Runtime::Get();
+  ToSoft(mr->context)->device->mrs[soft->index].key.store(0, std::memory_order_release);
+  ReleaseAnchors(runtime, soft->anchors);
+  delete soft;
+  return 0;
+}
+
+// Only access and PD changes: moving a registration is dereg + reg for the caller.
+int ibv_rereg_mr(ibv_mr* mr, int flags, ibv_pd* pd, void*, size_t, int access) {
+  SoftMr* soft = ToSoft(mr);
+  MrEntry& entry = ToSoft(mr->context)->device->mrs[soft->index];
+  if ((flags & IBV_REREG_MR_CHANGE_TRANSLATION) || (flags & ~IBV_REREG_MR_FLAGS_SUPPORTED)) {
+    errno = EOPNOTSUPP;
+    return IBV_REREG_MR_ERR_INPUT;
+  }
+  if (flags & IBV_REREG_MR_CHANGE_ACCESS) {
+    unsigned a = unsigned(access);
+    if ((a & ~kSupportedAccess) ||
+        ((a & (IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_ATOMIC)) && !(a & IBV_ACCESS_LOCAL_WRITE))) {
+      errno = EINVAL;
+      return IBV_REREG_MR_ERR_INPUT;
+    }
+    entry.access = a;
+  }
+  if (flags & IBV_REREG_MR_CHANGE_PD) {
+    entry.pd_id = ToSoft(pd)->pd_id;
+    mr->pd = pd;
+  }
+  return 0;
+}
+
+}  // extern "C"

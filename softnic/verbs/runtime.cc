@@ -1,0 +1,224 @@
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/random.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <chrono>
+#include <condition_variable>
+#include <cstdarg>
+#include <cstdio>
+#include <cstdlib>
+#include <ctime>
+#include <thread>
+
+#include "softnic/fabric/object.h"
+#include "softnic/verbs/internal.h"
+
+namespace softnic {
+namespace {
+
+constexpr auto kProgressInterval = std::chrono::microseconds(100);
+
+std::once_flag g_runtime_once;
+Runtime* g_runtime = nullptr;
+std::string* g_runtime_error = nullptr;
+
+}  // namespace
+
+uint64_t NowNs() {
+  timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return uint64_t(ts.tv_sec) * 1000000000ull + uint64_t(ts.tv_nsec);
+}
+
+void Warn(const char* format, ...) {
+  va_list args;
+  va_start(args, format);
+  std::fputs("softnic: ", stderr);
+  std::vfprintf(stderr, format, args);
+  std::fputc('\n', stderr);
+  va_end(args);
+}
+
+Runtime* Runtime::Get(std::string* error) {
+  std::call_once(g_runtime_once, [] {
+    auto* runtime = new Runtime;
+    auto* message = new std::string;
+    if (runtime->Init(message)) {
+      g_runtime = runtime;
+    } else {
+      g_runtime_error = message;
+      Warn("%s", message->c_str());
+    }
+  });
+  if (g_runtime == nullptr && error != nullptr) *error = *g_runtime_error;
+  return g_runtime;
+}
+
+bool Runtime::Init(std::string* error) {
+  FabricOptions options;
+  if (!FabricOptionsFromEnvironment(&options, error)) return false;
+  if (!fabric_.Attach(options, Fabric::Mode::kOpenOrCreate, error)) return false;
+  uint64_t seed = 0;
+  if (getrandom(&seed, sizeof(seed), 0) != sizeof(seed)) seed = NowNs() ^ uint64_t(getpid());
+  random_state_.store(seed | 1);
+  for (uint32_t d = 0; d < fabric()->device_count; ++d) {
+    mr_maps_[d].reset(new RemoteMrMapping[kMaxMrsPerDevice]());
+  }
+  return AttachProcess(&fabric_, &self_, error);
+}
+
+uint64_t Runtime::MakeObjectIdFor(uint32_t serial) const {
+  return MakeObjectId(self_.slot, self_.incarnation, serial);
+}
+
+uint32_t Runtime::RandomBits() {
+  // xorshift64*: keys must be unpredictable to a casual guess, not cryptographic.
+  uint64_t x = random_state_.load(std::memory_order_relaxed);
+  uint64_t next;
+  do {
+    next = x;
+    next ^= next >> 12;
+    next ^= next << 25;
+    next ^= next >> 27;
+  } while (!random_state_.compare_exchange_weak(x, next, std::memory_order_relaxed));
+  return static_cast<uint32_t>((next * 2685821657736338717ull) >> 32);
+}
+
+void* Runtime::MapRing(const ObjectRef& ref) {
+  std::lock_guard<std::mutex> lock(maps_mutex_);
+  auto it = ring_maps_.find(ref.id);
+  if (it != ring_maps_.end()) return it->second;
+  void* map = MapObject(directory(), ref.id, ref.bytes);
+  if (map != nullptr) ring_maps_.emplace(ref.id, map);
+  return map;
+}
+
+uint8_t* Runtime::MapMr(uint32_t device, uint32_t index, const MrEntry& entry, uint32_t key) {
+  std::lock_guard<std::mutex> lock(maps_mutex_);
+  RemoteMrMapping& mapping = mr_maps_[device][index];
+  if (mapping.key.load(std::memory_order_relaxed) == key) return mapping.base;
+  uint8_t* base = nullptr;
+  if (entry.owner_slot == self_.slot && entry.owner_incarnation == self_.incarnation) {
+    base = reinterpret_cast<uint8_t*>(entry.page_base);
+  } else {
+    uint64_t span = 0;
+    for (uint32_t s = 0; s < entry.segment_count; ++s) span += entry.segments[s].bytes;
+    if (span == 0) span = kPageBytes;
+    // Reserve the whole range first so the segments land side by side, as in the owner.
+    void* reserved = mmap(nullptr, span, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    if (reserved == MAP_FAILED) return nullptr;
+    uint64_t offset = 0;
+    for (uint32_t s = 0; s < entry.segment_count; ++s) {
+      const MrSegment& segment = entry.segments[s];
+      void* at = static_cast<uint8_t*>(reserved) + offset;
+      if (MapObject(directory(), segment.object_id, segment.bytes, segment.object_offset, at) == nullptr) {
+        munmap(reserved, span);
+        return nullptr;
+      }
+      offset += segment.bytes;
+    }
+    base = static_cast<uint8_t*>(reserved);
+  }
+  // A mapping replaced here (its MR was deregistered) stays mapped: another thread of
+  // this process may still be copying through it.
+  mapping.key.store(0, std::memory_order_relaxed);
+  mapping.base = base;
+  mapping.key.store(key, std::memory_order_release);
+  return base;
+}
+
+int Runtime::ChannelWriter(uint64_t fifo_id) {
+  std::lock_guard<std::mutex> lock(maps_mutex_);
+  auto it = channel_writers_.find(fifo_id);
+  if (it != channel_writers_.end()) return it->second;
+  int fd = open(ObjectPath(directory(), fifo_id).c_str(), O_WRONLY | O_NONBLOCK | O_CLOEXEC);
+  if (fd >= 0) channel_writers_.emplace(fifo_id, fd);
+  return fd;
+}
+
+void Runtime::AddStalled(SoftQp* qp) {
+  if (qp->registered_stalled) return;
+  qp->registered_stalled = true;
+  {
+    std::lock_guard<std::mutex> lock(stalled_mutex);
+    stalled.push_back(qp);
+    stalled_count.store(static_cast<uint32_t>(stalled.size()), std::memory_order_release);
+  }
+  StartProgressThread();
+}
+
+void Runtime::RemoveStalled(SoftQp* qp) {
+  if (!qp->registered_stalled) return;
+  qp->registered_stalled = false;
+  std::lock_guard<std::mutex> lock(stalled_mutex);
+  std::erase(stalled, qp);
+  stalled_count.store(static_cast<uint32_t>(stalled.size()), std::memory_order_release);
+}
+
+// Holds stalled_mutex throughout, so a QP cannot be destroyed under us (destroy removes
+// it first). A QP whose lock is busy is skipped: its owner thread is progressing it.
+void Runtime::ProgressStalled() {
+  std::lock_guard<std::mutex> lock(stalled_mutex);
+  for (size_t i = 0; i < stalled.size();) {
+    SoftQp* qp = stalled[i];
+    if (qp->lock.test_and_set(std::memory_order_acquire)) {
+      ++i;
+      continue;
+    }
+    bool still = ProgressQpLocked(qp);
+    if (!still) {
+      qp->registered_stalled = false;
+      stalled[i] = stalled.back();
+      stalled.pop_back();
+    } else {
+      ++i;
+    }
+    qp->lock.clear(std::memory_order_release);
+  }
+  stalled_count.store(static_cast<uint32_t>(stalled.size()), std::memory_order_release);
+}
+
+// Retries stalled send queues while nothing else in the process calls into softnic (a
+// requester that waits on a socket or in a sleep still sees its RNR retries happen).
+void Runtime::StartProgressThread() {
+  std::lock_guard<std::mutex> lock(progress_mutex_);
+  if (progress_thread_started_) return;
+  progress_thread_started_ = true;
+  std::thread([this] {
+    for (;;) {
+      std::this_thread::sleep_for(kProgressInterval);
+      if (stalled_count.load(std::memory_order_acquire) != 0) {
+        ProgressStalled();
+      } else {
+        std::this_thread::sleep_for(kProgressInterval * 10);
+      }
+    }
+  }).detach();
+}
+
+uint32_t MtuBytes(ibv_mtu mtu) {
+  switch (mtu) {
+    case IBV_MTU_256: return 256;
+    case IBV_MTU_512: return 512;
+    case IBV_MTU_1024: return 1024;
+    case IBV_MTU_2048: return 2048;
+    case IBV_MTU_4096: return 4096;
+  }
+  return 0;
+}
+
+int32_t FindDeviceByAddress(const FabricHeader& fabric, const ibv_ah_attr& attr) {
+  for (uint32_t d = 0; d < fabric.device_count; ++d) {
+    const DeviceEntry& device = fabric.devices[d];
+    if (fabric.link_layer == LinkLayer::kEthernet || attr.is_global) {
+      if (std::memcmp(device.gid, attr.grh.dgid.raw, sizeof(device.gid)) == 0) return int32_t(d);
+    } else if (device.lid == attr.dlid) {
+      return int32_t(d);
+    }
+  }
+  return -1;
+}
+
+}  // namespace softnic

@@ -1,0 +1,512 @@
+// The send engine: the requester's ibv_post_send performs each transfer (copy into or out
+// of the peer's mapped memory, or an atomic on it) and produces the completions. The
+// responder's CPU takes no part in READ, WRITE and atomics.
+//
+// Hot path (no stall): validate, one SQ-room check, resolve the peer (cached), check the
+// key against the shared MR table, copy, push a CQE. No allocation, no system call; the
+// per-QP spinlock is the one mlx5 takes too. RC sends that cannot proceed (no RECV posted,
+// responder not ready) become "stalled": the WR and every later one wait in order in
+// qp->pending and are retried on the RNR/retry timers (send_stall.cc).
+#include <cerrno>
+#include <cstring>
+
+#include "softnic/verbs/engine.h"
+
+#include <endian.h>
+
+namespace softnic {
+namespace {
+
+constexpr uint32_t kMaxPieces = 2 * 32 + 1;
+static_assert(kMaxPieces >= DeviceAttributes{}.max_sge + 1, "the sender SGEs plus a GRH");
+
+struct Piece {
+  uint8_t* address;
+  uint64_t bytes;
+};
+
+ibv_wc_opcode WcOpcode(ibv_wr_opcode opcode) {
+  switch (opcode) {
+    case IBV_WR_RDMA_WRITE:
+    case IBV_WR_RDMA_WRITE_WITH_IMM: return IBV_WC_RDMA_WRITE;
+    case IBV_WR_SEND:
+    case IBV_WR_SEND_WITH_IMM: return IBV_WC_SEND;
+    case IBV_WR_RDMA_READ: return IBV_WC_RDMA_READ;
+    case IBV_WR_ATOMIC_CMP_AND_SWP: return IBV_WC_COMP_SWAP;
+    case IBV_WR_ATOMIC_FETCH_AND_ADD: return IBV_WC_FETCH_ADD;
+    default: return IBV_WC_SEND;
+  }
+}
+
+bool AllowedOpcode(ibv_qp_type type, ibv_wr_opcode opcode) {
+  switch (opcode) {
+    case IBV_WR_SEND:
+    case IBV_WR_SEND_WITH_IMM: return true;
+    case IBV_WR_RDMA_WRITE:
+    case IBV_WR_RDMA_WRITE_WITH_IMM: return type != IBV_QPT_UD;
+    case IBV_WR_RDMA_READ:
+    case IBV_WR_ATOMIC_CMP_AND_SWP:
+    case IBV_WR_ATOMIC_FETCH_AND_ADD: return type == IBV_QPT_RC;
+    default: return false;
+  }
+}
+
+uint64_t TotalBytes(const WorkRequest& wr) {
+  uint64_t total = 0;
+  for (uint32_t i = 0; i < wr.num_sge; ++i) total += wr.sg_list[i].length;
+  return total;
+}
+
+// A local buffer named by an SGE of this QP's own device. Null if the lkey does not
+// cover it (IBV_WC_LOC_PROT_ERR).
+uint8_t* LocalBuffer(const FabricHeader& fabric, const SoftQp* qp, const ibv_sge& sge,
+                     uint32_t needed_access) {
+  const MrEntry& mr = fabric.devices[qp->device_index].mrs[sge.lkey & (kMaxMrsPerDevice - 1)];
+  if (mr.key.load(std::memory_order_acquire) != sge.lkey) return nullptr;
+  if ((mr.access & needed_access) != needed_access || mr.pd_id != qp->entry->pd_id) return nullptr;
+  if (sge.addr < mr.addr || sge.length > mr.length || sge.addr - mr.addr > mr.length - sge.length) {
+    return nullptr;
+  }
+  return reinterpret_cast<uint8_t*>(mr.va + (sge.addr - mr.addr));
+}
+
+// The memory a peer's key names, mapped into this process. Null when the key, PD, access
+// or range check fails: nothing outside a registered region is ever touched.
+uint8_t* PeerBuffer(Runtime* runtime, uint32_t device, uint32_t key, uint64_t address,
+                    uint64_t bytes, uint32_t needed_access, uint32_t pd_id) {
+  uint32_t index = key & (kMaxMrsPerDevice - 1);
+  const MrEntry& mr = runtime->fabric()->devices[device].mrs[index];
+  if (mr.key.load(std::memory_order_acquire) != key) return nullptr;
+  if ((mr.access & needed_access) != needed_access || mr.pd_id != pd_id) return nullptr;
+  if (address < mr.addr || bytes > mr.length || address - mr.addr > mr.length - bytes) return nullptr;
+  uint8_t* base = runtime->MrBase(device, index, mr, key);
+  if (base == nullptr) return nullptr;
+  return base + (mr.va - mr.page_base) + (address - mr.addr);
+}
+
+// The sender's gather list as pieces. False: a local key check failed.
+bool GatherSources(const FabricHeader& fabric, const SoftQp* qp, const WorkRequest& wr,
+                   Piece* pieces, uint32_t* count) {
+  bool inline_data = (wr.send_flags & IBV_SEND_INLINE) != 0;
+  uint32_t n = 0;
+  for (uint32_t i = 0; i < wr.num_sge; ++i) {
+    const ibv_sge& sge = wr.sg_list[i];
+    if (sge.length == 0) continue;
+    uint8_t* address = inline_data ? reinterpret_cast<uint8_t*>(sge.addr)
+                                   : LocalBuffer(fabric, qp, sge, 0);
+    if (address == nullptr) return false;
+    pieces[n++] = Piece{address, sge.length};
+  }
+  *count = n;
+  return true;
+}
+
+// Copies pieces into one contiguous range so that its last 8 bytes are stored last, after
+// a release fence: a responder polling them and seeing the new value sees the whole
+// message (HERD's request polling relies on this; memcpy alone may store in any order).
+void CopyOrdered(uint8_t* destination, const Piece* pieces, uint32_t count, uint64_t total) {
+  constexpr uint64_t kTailBytes = 8;
+  uint64_t body = total > kTailBytes ? total - kTailBytes : 0;
+  uint64_t offset = 0;
+  uint8_t tail[kTailBytes];
+  uint64_t tail_filled = 0;
+  for (uint32_t i = 0; i < count; ++i) {
+    const uint8_t* source = pieces[i].address;
+    uint64_t bytes = pieces[i].bytes;
+    if (offset < body) {
+      uint64_t part = std::min(bytes, body - offset);
+      std::memcpy(destination + offset, source, part);
+      offset += part;
+      source += part;
+      bytes -= part;
+    }
+    if (bytes > 0) {
+      std::memcpy(tail + tail_filled, source, bytes);
+      tail_filled += bytes;
+    }
+  }
+  if (tail_filled == 0) return;
+  std::atomic_thread_fence(std::memory_order_release);
+  uint8_t* at = destination + offset;
+  if (tail_filled == kTailBytes && (reinterpret_cast<uintptr_t>(at) & (kTailBytes - 1)) == 0) {
+    uint64_t word;
+    std::memcpy(&word, tail, sizeof(word));
+    __atomic_store_n(reinterpret_cast<uint64_t*>(at), word, __ATOMIC_RELEASE);
+  } else {
+    std::memcpy(at, tail, tail_filled);
+  }
+}
+
+// Copies a source piece list into a destination piece list (front to back).
+void CopyPieces(const Piece* to, uint32_t to_count, const Piece* from, uint32_t from_count) {
+  uint32_t t = 0;
+  uint64_t t_offset = 0;
+  for (uint32_t f = 0; f < from_count; ++f) {
+    const uint8_t* source = from[f].address;
+    uint64_t left = from[f].bytes;
+    while (left > 0 && t < to_count) {
+      uint64_t part = std::min(left, to[t].bytes - t_offset);
+      std::memcpy(to[t].address + t_offset, source, part);
+      source += part;
+      left -= part;
+      t_offset += part;
+      if (t_offset == to[t].bytes) {
+        ++t;
+        t_offset = 0;
+      }
+    }
+  }
+}
+
+uint64_t Packets(uint64_t bytes, uint32_t mtu_bytes) {
+  return bytes == 0 ? 1 : (bytes + mtu_bytes - 1) / mtu_bytes;
+}
+
+void CountTransfer(Runtime* runtime, const SoftQp* qp, uint32_t peer_device, uint64_t bytes) {
+  uint64_t packets = Packets(bytes, qp->path_mtu_bytes);
+  CounterBlock& mine = runtime->counters(qp->device_index);
+  Count(mine, kTxPackets, packets);
+  Count(mine, kTxBytes, bytes);
+  CounterBlock& peer = runtime->counters(peer_device);
+  Count(peer, kRxPackets, packets);
+  Count(peer, kRxBytes, bytes);
+}
+
+// Responder side of a message that consumes a RECV: take one, or report none.
+bool TakeRecv(Destination& destination, uint8_t* wqe_copy, uint32_t wqe_bytes) {
+  bool taken = destination.recv_queue.TryPop(
+      [&](const void* payload) { std::memcpy(wqe_copy, payload, wqe_bytes); });
+  if (taken && destination.entry->uses_srq) {
+    RingHeader* header = destination.recv_queue.header();
+    uint32_t limit = header->srq_limit.load(std::memory_order_relaxed);
+    if (limit != 0 && destination.recv_queue.Size() < limit &&
+        header->srq_limit.exchange(0, std::memory_order_acq_rel) != 0) {
+      header->event_pending.store(1, std::memory_order_release);
+    }
+  }
+  return taken;
+}
+
+Outcome Fail(ibv_wc_status status) { return Outcome{Outcome::kComplete, status, 0, StallReason::kNone}; }
+Outcome Done(uint64_t bytes) {
+  return Outcome{Outcome::kComplete, IBV_WC_SUCCESS, static_cast<uint32_t>(bytes), StallReason::kNone};
+}
+Outcome Stall(StallReason reason) { return Outcome{Outcome::kStall, IBV_WC_SUCCESS, 0, reason}; }
+
+// A message the transport loses silently (UC/UD): counted, completes successfully.
+Outcome Lose(Runtime* runtime, const SoftQp* qp, Counter counter) {
+  Count(runtime->counters(qp->device_index), counter);
+  return Done(0);
+}
+
+Outcome ExecuteSend(Runtime* runtime, SoftQp* qp, const WorkRequest& wr, Destination& destination,
+                    const Piece* sources, uint32_t source_count, uint64_t total) {
+  const FabricHeader& fabric = *runtime->fabric();
+  bool reliable = qp->ex.qp_base.qp_type == IBV_QPT_RC;
+  bool ud = qp->ex.qp_base.qp_type == IBV_QPT_UD;
+  alignas(16) uint8_t wqe_storage[sizeof(RecvWqe) + sizeof(ibv_sge) * 64];
+  auto* wqe = reinterpret_cast<RecvWqe*>(wqe_storage);
+  uint32_t wqe_bytes = RecvWqeBytes(destination.entry->recv_sge_capacity);
+  if (wqe_bytes > sizeof(wqe_storage) || !TakeRecv(destination, wqe_storage, wqe_bytes)) {
+    if (reliable) return Stall(StallReason::kNoReceive);
+    return Lose(runtime, qp, kDroppedNoRecv);
+  }
+  Cqe cqe{};
+  cqe.wr_id = wqe->wr_id;
+  cqe.qp_num = destination.qpn;
+  cqe.src_qp = qp->ex.qp_base.qp_num;
+  cqe.slid = fabric.link_layer == LinkLayer::kInfiniBand ? fabric.devices[qp->device_index].lid : 0;
+  cqe.opcode = wr.opcode == IBV_WR_RDMA_WRITE_WITH_IMM ? IBV_WC_RECV_RDMA_WITH_IMM : IBV_WC_RECV;
+  if (wr.opcode == IBV_WR_SEND_WITH_IMM || wr.opcode == IBV_WR_RDMA_WRITE_WITH_IMM) {
+    cqe.imm_data = wr.imm_data;
+    cqe.wc_flags |= IBV_WC_WITH_IMM;
+  }
+  bool solicited = (wr.send_flags & IBV_SEND_SOLICITED) != 0;
+  CounterBlock& responder_counters = runtime->counters(destination.device);
+  if (wr.opcode == IBV_WR_RDMA_WRITE_WITH_IMM) {
+    cqe.byte_len = static_cast<uint32_t>(total);
+    cqe.status = IBV_WC_SUCCESS;
+    PushCqe(destination.recv_cq, cqe, responder_counters, solicited);
+    return Done(total);
+  }
+  // SEND: scatter into the responder's buffers, behind a GRH on UD.
+  uint64_t header_bytes = ud ? kUdGrhBytes : 0;
+  Piece targets[kMaxPieces];
+  uint32_t target_count = 0;
+  uint64_t capacity = 0;
+  bool protection_ok = true;
+  for (uint32_t i = 0; i < wqe->num_sge && protection_ok; ++i) {
+    const ibv_sge& sge = wqe->sge[i];
+    if (sge.length == 0) continue;
+    uint8_t* address = PeerBuffer(runtime, destination.device, sge.lkey, sge.addr, sge.length,
+                                  IBV_ACCESS_LOCAL_WRITE, destination.entry->pd_id);
+    protection_ok = address != nullptr;
+    targets[target_count++] = Piece{address, sge.length};
+    capacity += sge.length;
+  }
+  cqe.opcode = IBV_WC_RECV;
+  if (!protection_ok || total + header_bytes > capacity) {
+    cqe.status = protection_ok ? IBV_WC_LOC_LEN_ERR : IBV_WC_LOC_PROT_ERR;
+    PushCqe(destination.recv_cq, cqe, responder_counters, solicited);
+    if (!reliable) return Done(0);
+    destination.entry->state.store(IBV_QPS_ERR, std::memory_order_release);
+    return Fail(protection_ok ? IBV_WC_REM_INV_REQ_ERR : IBV_WC_REM_OP_ERR);
+  }
+  Piece all_sources[kMaxPieces];
+  uint32_t all_count = 0;
+  ibv_grh grh{};
+  if (ud) {
+    grh.version_tclass_flow = htobe32(6u << 28);
+    grh.paylen = htobe16(static_cast<uint16_t>(total));
+    grh.next_hdr = 0x1b;  // IB transport header follows
+    grh.hop_limit = 64;
+    std::memcpy(grh.sgid.raw, fabric.devices[qp->device_index].gid, sizeof(grh.sgid.raw));
+    std::memcpy(grh.dgid.raw, fabric.devices[destination.device].gid, sizeof(grh.dgid.raw));
+    all_sources[all_count++] = Piece{reinterpret_cast<uint8_t*>(&grh), kUdGrhBytes};
+    if (fabric.link_layer == LinkLayer::kEthernet || (wr.ah && wr.ah->attr.is_global)) {
+      cqe.wc_flags |= IBV_WC_GRH;
+    }
+  }
+  for (uint32_t i = 0; i < source_count; ++i) all_sources[all_count++] = sources[i];
+  CopyPieces(targets, target_count, all_sources, all_count);
+  cqe.byte_len = static_cast<uint32_t>(total + header_bytes);
+  cqe.status = IBV_WC_SUCCESS;
+  PushCqe(destination.recv_cq, cqe, responder_counters, solicited);
+  return Done(total);
+}
+
+Outcome ExecuteAtomic(Runtime* runtime, SoftQp* qp, const WorkRequest& wr, const Destination& destination) {
+  const FabricHeader& fabric = *runtime->fabric();
+  if ((wr.remote_addr & 7) != 0) return Fail(IBV_WC_REM_INV_REQ_ERR);
+  uint8_t* remote = PeerBuffer(runtime, destination.device, wr.rkey, wr.remote_addr, 8,
+                               IBV_ACCESS_REMOTE_ATOMIC, destination.entry->pd_id);
+  if (remote == nullptr) {
+    Count(runtime->counters(qp->device_index), kRemoteAccessErrors);
+    return Fail(IBV_WC_REM_ACCESS_ERR);
+  }
+  uint8_t* local = LocalBuffer(fabric, qp, wr.sg_list[0], IBV_ACCESS_LOCAL_WRITE);
+  if (local == nullptr) return Fail(IBV_WC_LOC_PROT_ERR);
+  auto* word = reinterpret_cast<uint64_t*>(remote);
+  uint64_t original;
+  if (wr.opcode == IBV_WR_ATOMIC_FETCH_AND_ADD) {
+    original = __atomic_fetch_add(word, wr.compare_add, __ATOMIC_SEQ_CST);
+  } else {
+    original = wr.compare_add;
+    __atomic_compare_exchange_n(word, &original, wr.swap, false, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST);
+  }
+  std::memcpy(local, &original, sizeof(original));
+  CountTransfer(runtime, qp, destination.device, sizeof(original));
+  return Done(sizeof(original));
+}
+
+Outcome ExecuteRead(Runtime* runtime, SoftQp* qp, const WorkRequest& wr, const Destination& destination) {
+  const FabricHeader& fabric = *runtime->fabric();
+  Piece targets[kMaxPieces];
+  uint32_t count = 0;
+  for (uint32_t i = 0; i < wr.num_sge; ++i) {
+    if (wr.sg_list[i].length == 0) continue;
+    uint8_t* local = LocalBuffer(fabric, qp, wr.sg_list[i], IBV_ACCESS_LOCAL_WRITE);
+    if (local == nullptr) return Fail(IBV_WC_LOC_PROT_ERR);
+    targets[count++] = Piece{local, wr.sg_list[i].length};
+  }
+  uint64_t total = TotalBytes(wr);
+  uint8_t* remote = PeerBuffer(runtime, destination.device, wr.rkey, wr.remote_addr, total,
+                               IBV_ACCESS_REMOTE_READ, destination.entry->pd_id);
+  if (remote == nullptr) {
+    Count(runtime->counters(qp->device_index), kRemoteAccessErrors);
+    return Fail(IBV_WC_REM_ACCESS_ERR);
+  }
+  Piece source{remote, total};
+  CopyPieces(targets, count, &source, 1);
+  CountTransfer(runtime, qp, destination.device, total);
+  return Done(total);
+}
+
+}  // namespace
+
+Outcome Execute(SoftQp* qp, const WorkRequest& wr) {
+  Runtime* runtime = Runtime::Get();
+  const FabricHeader& fabric = *runtime->fabric();
+  ibv_qp_type type = qp->ex.qp_base.qp_type;
+  bool reliable = type == IBV_QPT_RC;
+  Destination* destination = ResolveDestination(runtime, qp, wr);
+  if (destination == nullptr) {
+    return reliable ? Stall(StallReason::kReceiverNotReady) : Lose(runtime, qp, kDroppedNoDestination);
+  }
+  const DeviceEntry& local_device = fabric.devices[qp->device_index];
+  const DeviceEntry& remote_device = fabric.devices[destination->device];
+  if (local_device.faults.down.load(std::memory_order_relaxed) |
+      remote_device.faults.down.load(std::memory_order_relaxed)) {
+    return reliable ? Stall(StallReason::kReceiverNotReady) : Lose(runtime, qp, kDroppedDeviceDown);
+  }
+  if (!reliable && type == IBV_QPT_UD &&
+      destination->entry->qkey.load(std::memory_order_relaxed) != EffectiveQkey(qp, wr)) {
+    return Lose(runtime, qp, kDroppedNoDestination);
+  }
+  ApplyFaultDelay(local_device, remote_device);
+  if (!reliable && FaultDrops(local_device, remote_device)) return Lose(runtime, qp, kDroppedFault);
+
+  switch (wr.opcode) {
+    case IBV_WR_RDMA_READ: return ExecuteRead(runtime, qp, wr, *destination);
+    case IBV_WR_ATOMIC_CMP_AND_SWP:
+    case IBV_WR_ATOMIC_FETCH_AND_ADD: return ExecuteAtomic(runtime, qp, wr, *destination);
+    default: break;
+  }
+  Piece sources[kMaxPieces];
+  uint32_t source_count = 0;
+  if (!GatherSources(fabric, qp, wr, sources, &source_count)) return Fail(IBV_WC_LOC_PROT_ERR);
+  uint64_t total = TotalBytes(wr);
+  if (wr.opcode == IBV_WR_RDMA_WRITE || wr.opcode == IBV_WR_RDMA_WRITE_WITH_IMM) {
+    uint8_t* remote = PeerBuffer(runtime, destination->device, wr.rkey, wr.remote_addr, total,
+                                 IBV_ACCESS_REMOTE_WRITE, destination->entry->pd_id);
+    if (remote == nullptr && total != 0) {
+      Count(runtime->counters(qp->device_index), kRemoteAccessErrors);
+      return reliable ? Fail(IBV_WC_REM_ACCESS_ERR) : Lose(runtime, qp, kDroppedAccess);
+    }
+    // WRITE_WITH_IMM needs a RECV before any byte lands, so that an RNR leaves no trace.
+    if (wr.opcode == IBV_WR_RDMA_WRITE_WITH_IMM && destination->recv_queue.Size() == 0) {
+      return reliable ? Stall(StallReason::kNoReceive) : Lose(runtime, qp, kDroppedNoRecv);
+    }
+    if (total != 0) CopyOrdered(remote, sources, source_count, total);
+    CountTransfer(runtime, qp, destination->device, total);
+    if (wr.opcode == IBV_WR_RDMA_WRITE) return Done(total);
+    return ExecuteSend(runtime, qp, wr, *destination, sources, source_count, total);
+  }
+  Outcome outcome = ExecuteSend(runtime, qp, wr, *destination, sources, source_count, total);
+  if (outcome.kind == Outcome::kComplete && outcome.status == IBV_WC_SUCCESS) {
+    CountTransfer(runtime, qp, destination->device, total);
+  }
+  return outcome;
+}
+
+int ValidateWorkRequest(const SoftQp* qp, const WorkRequest& wr) {
+  ibv_qp_type type = qp->ex.qp_base.qp_type;
+  if (!AllowedOpcode(type, wr.opcode)) return EINVAL;
+  if (wr.num_sge > qp->cap.max_send_sge) return EINVAL;
+  bool atomic = wr.opcode == IBV_WR_ATOMIC_CMP_AND_SWP || wr.opcode == IBV_WR_ATOMIC_FETCH_AND_ADD;
+  if (atomic && (wr.num_sge != 1 || wr.sg_list[0].length < sizeof(uint64_t))) return EINVAL;
+  if (wr.send_flags & IBV_SEND_INLINE) {
+    if (atomic || wr.opcode == IBV_WR_RDMA_READ) return EINVAL;
+    if (TotalBytes(wr) > qp->cap.max_inline_data) return EINVAL;
+  }
+  if (type == IBV_QPT_UD) {
+    if (wr.ah == nullptr) return EINVAL;
+    if (TotalBytes(wr) > qp->path_mtu_bytes) return EINVAL;
+  }
+  return 0;
+}
+
+void CompleteSend(SoftQp* qp, const WorkRequest& wr, uint32_t slot, ibv_wc_status status,
+                  uint32_t byte_len) {
+  Cqe cqe{};
+  cqe.wr_id = wr.wr_id;
+  cqe.status = status;
+  cqe.opcode = WcOpcode(wr.opcode);
+  cqe.byte_len = byte_len;
+  cqe.qp_num = qp->ex.qp_base.qp_num;
+  cqe.sq_retire = slot;
+  cqe.is_send = 1;
+  PushCqe(qp->send_cq->ring, cqe, Runtime::Get()->counters(qp->device_index), false);
+}
+
+// Completion of an executed WR: a CQE when signaled or failed; a failure moves the QP
+// to ERR, which flushes everything behind it.
+void Finish(SoftQp* qp, const WorkRequest& wr, uint32_t slot, const Outcome& outcome) {
+  if (outcome.status != IBV_WC_SUCCESS) {
+    CompleteSend(qp, wr, slot, outcome.status, 0);
+    SetQpErrorLocked(qp);
+    return;
+  }
+  if (qp->signal_all || (wr.send_flags & IBV_SEND_SIGNALED)) {
+    CompleteSend(qp, wr, slot, IBV_WC_SUCCESS, outcome.byte_len);
+  }
+}
+
+int SubmitLocked(SoftQp* qp, const WorkRequest& wr) {
+  int rc = ValidateWorkRequest(qp, wr);
+  if (rc != 0) return rc;
+  uint32_t outstanding = qp->sq_posted - qp->sq_retired.load(std::memory_order_acquire);
+  if (outstanding >= qp->cap.max_send_wr) return ENOMEM;
+  uint32_t state = qp->entry->state.load(std::memory_order_acquire);
+  if (state != IBV_QPS_RTS && state != IBV_QPS_ERR) return EINVAL;
+  uint32_t slot = ++qp->sq_posted;
+  if (state == IBV_QPS_ERR) {
+    CompleteSend(qp, wr, slot, IBV_WC_WR_FLUSH_ERR, 0);
+    return 0;
+  }
+  if (!qp->pending.empty()) {
+    StorePending(qp, wr, slot);
+    return 0;
+  }
+  Outcome outcome = Execute(qp, wr);
+  if (outcome.kind == Outcome::kStall) {
+    BeginStall(qp, outcome.reason);
+    StorePending(qp, wr, slot);
+    return 0;
+  }
+  Finish(qp, wr, slot, outcome);
+  return 0;
+}
+
+void CountDoorbellLocked(SoftQp* qp, uint32_t work_requests) {
+  CounterBlock& counters = Runtime::Get()->counters(qp->device_index);
+  Count(counters, kDoorbells);
+  Count(counters, kWorkRequests, work_requests);
+}
+
+namespace {
+
+WorkRequest FromSendWr(const ibv_send_wr* wr) {
+  WorkRequest w{};
+  w.wr_id = wr->wr_id;
+  w.opcode = wr->opcode;
+  w.send_flags = wr->send_flags;
+  w.imm_data = wr->imm_data;
+  w.num_sge = uint32_t(wr->num_sge < 0 ? ~0u : uint32_t(wr->num_sge));
+  w.sg_list = wr->sg_list;
+  switch (wr->opcode) {
+    case IBV_WR_ATOMIC_CMP_AND_SWP:
+    case IBV_WR_ATOMIC_FETCH_AND_ADD:
+      w.remote_addr = wr->wr.atomic.remote_addr;
+      w.rkey = wr->wr.atomic.rkey;
+      w.compare_add = wr->wr.atomic.compare_add;
+      w.swap = wr->wr.atomic.swap;
+      break;
+    default:
+      w.remote_addr = wr->wr.rdma.remote_addr;
+      w.rkey = wr->wr.rdma.rkey;
+      break;
+  }
+  return w;
+}
+
+int PostSendOp(ibv_qp* ibqp, ibv_send_wr* wr, ibv_send_wr** bad_wr) {
+  SoftQp* qp = ToSoft(ibqp);
+  bool ud = ibqp->qp_type == IBV_QPT_UD;
+  LockQp(qp);
+  if (qp->stall != StallReason::kNone && !ProgressQpLocked(qp)) Runtime::Get()->RemoveStalled(qp);
+  int rc = 0;
+  uint32_t posted = 0;
+  for (; wr != nullptr; wr = wr->next, ++posted) {
+    WorkRequest w = FromSendWr(wr);
+    if (ud) {
+      w.ah = wr->wr.ud.ah ? ToSoft(wr->wr.ud.ah) : nullptr;
+      w.remote_qpn = wr->wr.ud.remote_qpn;
+      w.remote_qkey = wr->wr.ud.remote_qkey;
+    }
+    rc = SubmitLocked(qp, w);
+    if (rc != 0) {
+      *bad_wr = wr;
+      break;
+    }
+  }
+  if (posted != 0) CountDoorbellLocked(qp, posted);
+  UnlockQp(qp);
+  return rc;
+}
+
+}  // namespace
+
+void InstallSendOps(ibv_context_ops* ops, verbs_context*) { ops->post_send = PostSendOp; }
+
+}  // namespace softnic
