@@ -2,6 +2,8 @@
 
 #include <dirent.h>
 #include <fcntl.h>
+#include <poll.h>
+#include <sys/stat.h>
 #include <sys/mman.h>
 #include <unistd.h>
 
@@ -54,6 +56,26 @@ void* MapObject(const std::string& directory, uint64_t id, size_t bytes, size_t 
   close(fd);
   errno = err;
   return map == MAP_FAILED ? nullptr : map;
+}
+
+int CreateFifoObject(const std::string& directory, uint64_t id) {
+  std::string path = ObjectPath(directory, id);
+  if (mkfifo(path.c_str(), 0600) != 0) return -1;
+  int fd = open(path.c_str(), O_RDWR | O_CLOEXEC);
+  if (fd < 0) {
+    int err = errno;
+    unlink(path.c_str());
+    errno = err;
+  }
+  return fd;
+}
+
+void DrainFifo(int fd) {
+  char buffer[64];
+  for (;;) {
+    pollfd readable{fd, POLLIN, 0};
+    if (poll(&readable, 1, 0) <= 0 || read(fd, buffer, sizeof(buffer)) <= 0) return;
+  }
 }
 
 void RemoveObject(const std::string& directory, uint64_t id) {

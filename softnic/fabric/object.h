@@ -20,6 +20,13 @@ int CreateObject(const std::string& directory, uint64_t id, size_t bytes);
 void* MapObject(const std::string& directory, uint64_t id, size_t bytes, size_t offset = 0,
                 void* fixed_address = nullptr);
 
+// Creates a FIFO object and opens it O_RDWR (so it never reports end-of-file): the fd of
+// a completion channel or of a context's async events, which peers wake with one byte.
+int CreateFifoObject(const std::string& directory, uint64_t id);
+
+// Reads whatever bytes the FIFO holds without blocking.
+void DrainFifo(int fd);
+
 void RemoveObject(const std::string& directory, uint64_t id);
 void RemoveObjectsOf(const std::string& directory, uint32_t slot, uint32_t incarnation);
 

@@ -31,10 +31,11 @@ struct alignas(kCacheLineBytes) RingHeader {
   // Completion-queue notification and error state (unused by receive queues), on its own
   // line so that producers' one load of `armed` does not contend with the positions.
   alignas(kCacheLineBytes) std::atomic<uint32_t> armed{kNotArmed};
-  std::atomic<uint32_t> event_pending{0};  // CQ: completion event; SRQ: limit reached
+  std::atomic<uint32_t> event_pending{0};  // CQ: completion events not yet taken; SRQ: limit reached
   std::atomic<uint32_t> overrun{0};
   std::atomic<uint32_t> srq_limit{0};  // SRQ: armed low watermark, 0 = not armed
   uint64_t channel_id = 0;             // completion channel FIFO object, 0 = none
+  uint64_t async_channel_id = 0;       // the owner context's async-event FIFO object
 };
 
 struct RingSlot {

@@ -26,14 +26,20 @@ constexpr uint64_t kSupportedWcFlags =
     IBV_WC_EX_WITH_DLID_PATH_BITS;
 constexpr int kChannelWaitSliceMs = 10;
 
+// One event per arming: the count rises before the byte is written, so whoever reads a
+// byte finds a counted event to take.
 void NotifyArmedCq(RingHeader* header) {
   if (header->armed.exchange(kNotArmed, std::memory_order_acq_rel) == kNotArmed) return;
-  header->event_pending.store(1, std::memory_order_release);
-  int fd = Runtime::Get()->ChannelWriter(header->channel_id);
-  if (fd >= 0) {
-    char byte = 1;
-    [[maybe_unused]] ssize_t n = write(fd, &byte, 1);
+  header->event_pending.fetch_add(1, std::memory_order_release);
+  Runtime::Get()->SignalChannel(header->channel_id);
+}
+
+bool TakeCountedEvent(std::atomic<uint32_t>& count) {
+  uint32_t value = count.load(std::memory_order_acquire);
+  while (value != 0) {
+    if (count.compare_exchange_weak(value, value - 1, std::memory_order_acq_rel)) return true;
   }
+  return false;
 }
 
 void Retire(Runtime* runtime, const SoftCq* cq, const Cqe& cqe) {
@@ -162,6 +168,7 @@ SoftCq* CreateCq(ibv_context* context, uint32_t entries, ibv_comp_channel* chann
   cq->device_index = soft_context->device_index;
   cq->channel = channel ? ToSoft(channel) : nullptr;
   cq->ring.header()->channel_id = cq->channel ? cq->channel->fifo_id : 0;
+  cq->ring.header()->async_channel_id = soft_context->async_fifo_id;
   cq->ex.context = context;
   cq->ex.channel = channel;
   cq->ex.cq_context = cq_context;
@@ -204,8 +211,11 @@ bool PushCqe(Ring& ring, const Cqe& cqe, CounterBlock& counters, bool solicited)
   bool pushed = ring.TryPush([&](void* payload) { std::memcpy(payload, &cqe, sizeof(cqe)); });
   RingHeader* header = ring.header();
   if (!pushed) {
-    header->overrun.store(1, std::memory_order_relaxed);
     Count(counters, kCqOverruns);
+    // The first overrun wakes the owner's async_fd, wherever the producer runs.
+    if (header->overrun.exchange(1, std::memory_order_relaxed) == 0) {
+      Runtime::Get()->SignalChannel(header->async_channel_id);
+    }
     return false;
   }
   if (header->channel_id != 0) {
@@ -277,18 +287,9 @@ ibv_comp_channel* ibv_create_comp_channel(ibv_context* context) {
   Runtime* runtime = Runtime::Get();
   auto* channel = new SoftChannel{};
   channel->fifo_id = runtime->NewObjectId();
-  std::string path = ObjectPath(runtime->directory(), channel->fifo_id);
-  if (mkfifo(path.c_str(), 0600) != 0) {
-    int err = errno;
-    delete channel;
-    errno = err;
-    return nullptr;
-  }
-  // O_RDWR keeps a writer open on our side, so the FIFO never reports end-of-file.
-  int fd = open(path.c_str(), O_RDWR | O_CLOEXEC);
+  int fd = CreateFifoObject(runtime->directory(), channel->fifo_id);
   if (fd < 0) {
     int err = errno;
-    unlink(path.c_str());
     delete channel;
     errno = err;
     return nullptr;
@@ -352,22 +353,21 @@ int ibv_get_cq_event(ibv_comp_channel* ibchannel, ibv_cq** cq_out, void** cq_con
   Runtime* runtime = Runtime::Get();
   bool nonblocking = (fcntl(ibchannel->fd, F_GETFL) & O_NONBLOCK) != 0;
   for (;;) {
-    {
+    // Each event is one byte in the FIFO: take exactly one, so that channel->fd stays
+    // readable exactly while events are pending (programs poll() it themselves).
+    pollfd fd{ibchannel->fd, POLLIN, 0};
+    int ready = poll(&fd, 1, nonblocking ? 0 : kChannelWaitSliceMs);
+    char byte;
+    if (ready > 0 && read(ibchannel->fd, &byte, 1) == 1) {
       std::lock_guard<std::mutex> lock(channel->mutex);
       for (SoftCq* cq : channel->cqs) {
-        if (cq->ring.header()->event_pending.exchange(0, std::memory_order_acq_rel)) {
+        if (TakeCountedEvent(cq->ring.header()->event_pending)) {
           *cq_out = reinterpret_cast<ibv_cq*>(&cq->ex);
           *cq_context = cq->ex.cq_context;
           return 0;
         }
       }
-    }
-    pollfd fd{ibchannel->fd, POLLIN, 0};
-    int ready = poll(&fd, 1, nonblocking ? 0 : kChannelWaitSliceMs);
-    if (ready > 0) {
-      char drain[64];
-      [[maybe_unused]] ssize_t n = read(ibchannel->fd, drain, sizeof(drain));
-      continue;
+      continue;  // the event's CQ was destroyed meanwhile
     }
     if (nonblocking) {
       errno = EAGAIN;

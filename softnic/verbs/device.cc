@@ -2,13 +2,13 @@
 #include <endian.h>
 #include <fcntl.h>
 #include <poll.h>
-#include <sys/eventfd.h>
 #include <unistd.h>
 
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
 
+#include "softnic/fabric/object.h"
 #include "softnic/verbs/internal.h"
 
 #undef ibv_get_device_list
@@ -24,6 +24,9 @@ constexpr uint8_t kActiveSpeedEdr = 32;  // 25 Gb/s per lane: 100 Gb/s at 4x
 constexpr uint8_t kPhysStateLinkUp = 5;
 constexpr uint32_t kPortCapabilities = IBV_PORT_CM_SUP;
 constexpr uint32_t kGidTableLength = 1;
+constexpr int kAsyncWaitSliceMs = 10;
+constexpr int kSysfsGidTypeIbOrRoceV1 = 0;  // rdma-core's IBV_GID_TYPE_SYSFS_* numbering
+constexpr int kSysfsGidTypeRoceV2 = 1;
 
 std::once_flag g_devices_once;
 std::vector<SoftDevice*>* g_devices = nullptr;
@@ -101,8 +104,6 @@ int QueryDeviceExOp(ibv_context* context, const ibv_query_device_ex_input* input
   return 0;
 }
 
-int CloseAsyncAware(int fd) { return fd >= 0 ? close(fd) : 0; }
-
 }  // namespace
 
 void PostAsyncEvent(SoftContext* context, const ibv_async_event& event) {
@@ -110,8 +111,7 @@ void PostAsyncEvent(SoftContext* context, const ibv_async_event& event) {
     std::lock_guard<std::mutex> lock(context->async.mutex);
     context->async.events.push_back(event);
   }
-  uint64_t one = 1;
-  [[maybe_unused]] ssize_t n = write(context->vctx.context.async_fd, &one, sizeof(one));
+  Runtime::Get()->SignalChannel(context->async_fifo_id);
 }
 
 void InstallContextOps(SoftContext* context) {
@@ -173,7 +173,8 @@ ibv_context* ibv_open_device(ibv_device* device) {
   ibv_context& base = vctx.context;
   base.device = device;
   base.cmd_fd = -1;
-  base.async_fd = eventfd(0, EFD_CLOEXEC);
+  context->async_fifo_id = runtime->NewObjectId();
+  base.async_fd = CreateFifoObject(runtime->directory(), context->async_fifo_id);
   base.num_comp_vectors = 1;
   base.abi_compat = __VERBS_ABI_IS_EXTENDED;
   pthread_mutex_init(&base.mutex, nullptr);
@@ -189,7 +190,8 @@ ibv_context* ibv_open_device(ibv_device* device) {
 
 int ibv_close_device(ibv_context* context) {
   SoftContext* soft = ToSoft(context);
-  CloseAsyncAware(context->async_fd);
+  close(context->async_fd);
+  RemoveObject(Runtime::Get()->directory(), soft->async_fifo_id);
   delete soft;
   return 0;
 }
@@ -275,7 +277,7 @@ int ibv_query_gid_type(ibv_context* context, uint8_t port, unsigned int index, i
     errno = rc;
     return -1;
   }
-  *type = entry.gid_type == IBV_GID_TYPE_IB ? 0 : 2;  // IBV_GID_TYPE_SYSFS_IB_ROCE_V1 : ROCE_V2
+  *type = entry.gid_type == IBV_GID_TYPE_IB ? kSysfsGidTypeIbOrRoceV1 : kSysfsGidTypeRoceV2;
   return 0;
 }
 
@@ -296,29 +298,25 @@ int ibv_get_async_event(ibv_context* context, ibv_async_event* event) {
   SoftContext* soft = ToSoft(context);
   bool nonblocking = (fcntl(context->async_fd, F_GETFL) & O_NONBLOCK) != 0;
   for (;;) {
+    // Conditions raised by peers (SRQ limit, CQ overrun) become queued events here.
+    CheckAsyncConditions(soft);
     {
       std::lock_guard<std::mutex> lock(soft->async.mutex);
       if (!soft->async.events.empty()) {
         *event = soft->async.events.front();
         soft->async.events.pop_front();
-        uint64_t value;
-        // Consume the eventfd only when the queue has drained, so poll() stays accurate.
-        if (soft->async.events.empty()) {
-          [[maybe_unused]] ssize_t n = read(context->async_fd, &value, sizeof(value));
-        }
+        // The fd's bytes are wake-ups: it stays readable while events are queued.
+        if (soft->async.events.empty()) DrainFifo(context->async_fd);
         return 0;
       }
     }
-    CheckAsyncConditions(soft);
     pollfd fd{context->async_fd, POLLIN, 0};
-    int rc = poll(&fd, 1, nonblocking ? 0 : 10);
-    if (rc == 0 && nonblocking) {
-      std::lock_guard<std::mutex> lock(soft->async.mutex);
-      if (soft->async.events.empty()) {
-        errno = EAGAIN;
-        return -1;
-      }
+    int ready = poll(&fd, 1, nonblocking ? 0 : kAsyncWaitSliceMs);
+    if (ready == 0 && nonblocking) {
+      errno = EAGAIN;
+      return -1;
     }
+    if (ready > 0) DrainFifo(context->async_fd);
   }
 }
 

@@ -75,6 +75,7 @@ struct SoftContext {
   uint32_t device_index;
   DeviceEntry* device;
   AsyncEventQueue async;
+  uint64_t async_fifo_id;  // async_fd is this FIFO, so peers can wake it (SRQ limit, CQ overrun)
   std::mutex objects_mutex;  // the CQs and SRQs below, checked for async conditions
   std::vector<struct SoftCq*> cqs;
   std::vector<struct SoftSrq*> srqs;
@@ -246,8 +247,8 @@ class Runtime {
   std::mutex anchors_mutex;
   std::map<uintptr_t, Anchor> anchors;
 
-  // Completion-channel FIFOs of other processes, opened for writing (cold path).
-  int ChannelWriter(uint64_t fifo_id);
+  // Writes one byte to a completion or async-event FIFO (of any process; cold path).
+  void SignalChannel(uint64_t fifo_id);
 
   // QPs of this process by device and table index, for retiring send slots on poll.
   SoftQp* local_qps[kMaxDevices][kMaxQpsPerDevice] = {};

@@ -115,6 +115,7 @@ ibv_srq* ibv_create_srq(ibv_pd* pd, ibv_srq_init_attr* attr) {
   }
   srq->ring = Ring::Format(map, capacity, payload);
   srq->ring.header()->srq_limit.store(attr->attr.srq_limit, std::memory_order_relaxed);
+  srq->ring.header()->async_channel_id = ToSoft(pd->context)->async_fifo_id;
   srq->max_sge = attr->attr.max_sge;
   srq->max_wr = capacity;
   srq->context = ToSoft(pd->context);

@@ -106,20 +106,25 @@ uint8_t* Runtime::MapMr(uint32_t device, uint32_t index, const MrEntry& entry, u
     uint64_t span = 0;
     for (uint32_t s = 0; s < entry.segment_count; ++s) span += entry.segments[s].bytes;
     if (span == 0) span = kPageBytes;
-    // Reserve the whole range first so the segments land side by side, as in the owner.
-    void* reserved = mmap(nullptr, span, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    // Reserve the whole range first so the segments land side by side, as in the owner,
+    // between two inaccessible guard pages: a stray access past the region faults here
+    // instead of touching a neighbouring mapping.
+    size_t reserved_bytes = span + 2 * kPageBytes;
+    void* reserved = mmap(nullptr, reserved_bytes, PROT_NONE,
+                          MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
     if (reserved == MAP_FAILED) return nullptr;
+    uint8_t* first = static_cast<uint8_t*>(reserved) + kPageBytes;
     uint64_t offset = 0;
     for (uint32_t s = 0; s < entry.segment_count; ++s) {
       const MrSegment& segment = entry.segments[s];
-      void* at = static_cast<uint8_t*>(reserved) + offset;
-      if (MapObject(directory(), segment.object_id, segment.bytes, segment.object_offset, at) == nullptr) {
-        munmap(reserved, span);
+      if (MapObject(directory(), segment.object_id, segment.bytes, segment.object_offset,
+                    first + offset) == nullptr) {
+        munmap(reserved, reserved_bytes);
         return nullptr;
       }
       offset += segment.bytes;
     }
-    base = static_cast<uint8_t*>(reserved);
+    base = first;
   }
   // A mapping replaced here (its MR was deregistered) stays mapped: another thread of
   // this process may still be copying through it.
@@ -129,13 +134,23 @@ uint8_t* Runtime::MapMr(uint32_t device, uint32_t index, const MrEntry& entry, u
   return base;
 }
 
-int Runtime::ChannelWriter(uint64_t fifo_id) {
-  std::lock_guard<std::mutex> lock(maps_mutex_);
-  auto it = channel_writers_.find(fifo_id);
-  if (it != channel_writers_.end()) return it->second;
-  int fd = open(ObjectPath(directory(), fifo_id).c_str(), O_WRONLY | O_NONBLOCK | O_CLOEXEC);
-  if (fd >= 0) channel_writers_.emplace(fifo_id, fd);
-  return fd;
+void Runtime::SignalChannel(uint64_t fifo_id) {
+  if (fifo_id == 0) return;
+  int fd;
+  {
+    std::lock_guard<std::mutex> lock(maps_mutex_);
+    auto it = channel_writers_.find(fifo_id);
+    if (it != channel_writers_.end()) {
+      fd = it->second;
+    } else {
+      // Non-blocking: a FIFO whose reader is gone (ENXIO) or full must not stall a sender.
+      fd = open(ObjectPath(directory(), fifo_id).c_str(), O_WRONLY | O_NONBLOCK | O_CLOEXEC);
+      if (fd < 0) return;
+      channel_writers_.emplace(fifo_id, fd);
+    }
+  }
+  char byte = 1;
+  [[maybe_unused]] ssize_t n = write(fd, &byte, 1);
 }
 
 void Runtime::AddStalled(SoftQp* qp) {

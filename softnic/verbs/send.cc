@@ -182,6 +182,7 @@ bool TakeRecv(Destination& destination, uint8_t* wqe_copy, uint32_t wqe_bytes) {
     if (limit != 0 && destination.recv_queue.Size() < limit &&
         header->srq_limit.exchange(0, std::memory_order_acq_rel) != 0) {
       header->event_pending.store(1, std::memory_order_release);
+      Runtime::Get()->SignalChannel(header->async_channel_id);
     }
   }
   return taken;
@@ -337,7 +338,9 @@ Outcome Execute(SoftQp* qp, const WorkRequest& wr) {
   const DeviceEntry& remote_device = fabric.devices[destination->device];
   if (local_device.faults.down.load(std::memory_order_relaxed) |
       remote_device.faults.down.load(std::memory_order_relaxed)) {
-    return reliable ? Stall(StallReason::kReceiverNotReady) : Lose(runtime, qp, kDroppedDeviceDown);
+    // Every attempt is lost on the wire; RC then retries until retry_cnt runs out.
+    Outcome lost = Lose(runtime, qp, kDroppedDeviceDown);
+    return reliable ? Stall(StallReason::kReceiverNotReady) : lost;
   }
   if (!reliable && type == IBV_QPT_UD &&
       destination->entry->qkey.load(std::memory_order_relaxed) != EffectiveQkey(qp, wr)) {

@@ -1,0 +1,315 @@
+// CPU cost per work request of the verbs data path: ibv_post_send (RC RDMA WRITE,
+// inline, 32 B, one signaled WR per kBatchWrs) plus the ibv_poll_cq that retires it,
+// on an RC QP connected to a second QP in the same process (device 0 -> device 1,
+// or one device in loopback when only one exists).
+//
+// Links against the system libibverbs; run with LD_LIBRARY_PATH=build/lib/softnic to
+// measure softnic (run_micro.sh). One iteration is one batch of kBatchWrs WRs, so the
+// cost per WR is the counter sec_per_wr (printed with its unit, e.g. 40.6ns);
+// items_per_second is WRs per second.
+//
+// Environment: RDMALAB_MICRO_DEVICES="devA,devB" picks the devices (default: the first
+// two), RDMALAB_MICRO_GID_INDEX the GID index on Ethernet link layers (default 0).
+
+#include <infiniband/verbs.h>
+
+#include <benchmark/benchmark.h>
+
+#include <cerrno>
+#include <cstdint>
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+namespace {
+
+constexpr uint32_t kMsgBytes = 32;
+constexpr uint32_t kBatchWrs = 16;           // exactly one signaled WR per batch
+constexpr uint32_t kMaxSignaledInFlight = 4;  // batches outstanding before we wait
+constexpr uint32_t kSqDepth = 128;
+constexpr uint32_t kCqDepth = 64;
+constexpr uint32_t kMaxInlineBytes = 64;
+constexpr size_t kBufBytes = 4096;
+static_assert(kSqDepth >= kBatchWrs * kMaxSignaledInFlight,
+              "unsignaled slots are freed only when a later signaled WR completes");
+static_assert(kCqDepth >= kMaxSignaledInFlight);
+static_assert(kMsgBytes <= kMaxInlineBytes);
+static_assert(kMsgBytes <= kBufBytes);
+
+[[noreturn]] void fail(const std::string& what, int err) {
+  throw std::runtime_error(what + ": " + std::strerror(err) + " (errno " + std::to_string(err) + ")");
+}
+
+std::vector<std::string> wanted_devices() {
+  const char* env = std::getenv("RDMALAB_MICRO_DEVICES");
+  std::vector<std::string> names;
+  if (!env) return names;
+  std::string s = env;
+  size_t start = 0;
+  while (start <= s.size()) {
+    size_t comma = s.find(',', start);
+    if (comma == std::string::npos) comma = s.size();
+    if (comma > start) names.push_back(s.substr(start, comma - start));
+    start = comma + 1;
+  }
+  return names;
+}
+
+struct DeviceList {
+  ibv_device** list = nullptr;
+  int count = 0;
+  DeviceList() {
+    list = ibv_get_device_list(&count);
+    if (!list) fail("ibv_get_device_list", errno);
+    if (count == 0) throw std::runtime_error("no RDMA device (is LD_LIBRARY_PATH=build/lib/softnic set?)");
+  }
+  ~DeviceList() { ibv_free_device_list(list); }
+  ibv_device* find(const std::string& name) const {
+    for (int i = 0; i < count; ++i)
+      if (name == ibv_get_device_name(list[i])) return list[i];
+    std::string have;
+    for (int i = 0; i < count; ++i) have += std::string(i ? ", " : "") + ibv_get_device_name(list[i]);
+    throw std::runtime_error("RDMALAB_MICRO_DEVICES names '" + name + "'; devices present: " + have);
+  }
+};
+
+enum class Api { kPostSend, kWrEx };
+
+// One side: context, PD, CQ, MR, RC QP on port 1.
+struct Side {
+  ibv_context* ctx = nullptr;
+  ibv_pd* pd = nullptr;
+  ibv_cq* cq = nullptr;
+  ibv_mr* mr = nullptr;
+  ibv_qp* qp = nullptr;
+  ibv_qp_ex* qpx = nullptr;
+  std::unique_ptr<char[]> buf{new char[kBufBytes]()};
+  ibv_port_attr port{};
+  ibv_gid gid{};
+  int gid_index = -1;
+
+  Side(ibv_device* dev, Api api) {
+    ctx = ibv_open_device(dev);
+    if (!ctx) fail(std::string("ibv_open_device ") + ibv_get_device_name(dev), errno);
+    pd = ibv_alloc_pd(ctx);
+    if (!pd) fail("ibv_alloc_pd", errno);
+    cq = ibv_create_cq(ctx, kCqDepth, nullptr, nullptr, 0);
+    if (!cq) fail("ibv_create_cq", errno);
+    mr = ibv_reg_mr(pd, buf.get(), kBufBytes,
+                    IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ);
+    if (!mr) fail("ibv_reg_mr", errno);
+    if (int rc = ibv_query_port(ctx, 1, &port)) fail("ibv_query_port", rc);
+    if (port.link_layer == IBV_LINK_LAYER_ETHERNET) {
+      const char* g = std::getenv("RDMALAB_MICRO_GID_INDEX");
+      gid_index = g ? std::atoi(g) : 0;
+      if (int rc = ibv_query_gid(ctx, 1, gid_index, &gid)) fail("ibv_query_gid", rc);
+    }
+    create_qp(api);
+  }
+
+  void create_qp(Api api) {
+    ibv_qp_init_attr_ex a{};
+    a.send_cq = cq;
+    a.recv_cq = cq;
+    a.qp_type = IBV_QPT_RC;
+    a.sq_sig_all = 0;
+    a.cap.max_send_wr = kSqDepth;
+    a.cap.max_recv_wr = 1;
+    a.cap.max_send_sge = 1;
+    a.cap.max_recv_sge = 1;
+    a.cap.max_inline_data = kMaxInlineBytes;
+    a.pd = pd;
+    a.comp_mask = IBV_QP_INIT_ATTR_PD;
+    if (api == Api::kWrEx) {
+      a.comp_mask |= IBV_QP_INIT_ATTR_SEND_OPS_FLAGS;
+      a.send_ops_flags = IBV_QP_EX_WITH_RDMA_WRITE;
+    }
+    qp = ibv_create_qp_ex(ctx, &a);
+    if (!qp) fail(api == Api::kWrEx ? "ibv_create_qp_ex (with send_ops_flags)" : "ibv_create_qp_ex", errno);
+    if (api == Api::kWrEx) {
+      qpx = ibv_qp_to_qp_ex(qp);
+      if (!qpx) throw std::runtime_error("ibv_qp_to_qp_ex returned NULL");
+    }
+  }
+
+  void connect(const Side& peer) {
+    ibv_qp_attr a{};
+    a.qp_state = IBV_QPS_INIT;
+    a.pkey_index = 0;
+    a.port_num = 1;
+    a.qp_access_flags = IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ;
+    if (int rc = ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS))
+      fail("ibv_modify_qp to INIT", rc);
+
+    a = {};
+    a.qp_state = IBV_QPS_RTR;
+    a.path_mtu = port.active_mtu;
+    a.dest_qp_num = peer.qp->qp_num;
+    a.rq_psn = 0;
+    a.max_dest_rd_atomic = 1;
+    a.min_rnr_timer = 12;
+    a.ah_attr.port_num = 1;
+    a.ah_attr.dlid = peer.port.lid;
+    if (gid_index >= 0) {
+      a.ah_attr.is_global = 1;
+      a.ah_attr.grh.dgid = peer.gid;
+      a.ah_attr.grh.sgid_index = static_cast<uint8_t>(gid_index);
+      a.ah_attr.grh.hop_limit = 1;
+    }
+    if (int rc = ibv_modify_qp(qp, &a,
+                               IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN |
+                                   IBV_QP_RQ_PSN | IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER))
+      fail("ibv_modify_qp to RTR", rc);
+
+    a = {};
+    a.qp_state = IBV_QPS_RTS;
+    a.timeout = 14;
+    a.retry_cnt = 7;
+    a.rnr_retry = 7;
+    a.sq_psn = 0;
+    a.max_rd_atomic = 1;
+    if (int rc = ibv_modify_qp(qp, &a,
+                               IBV_QP_STATE | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY |
+                                   IBV_QP_SQ_PSN | IBV_QP_MAX_QP_RD_ATOMIC))
+      fail("ibv_modify_qp to RTS", rc);
+  }
+
+  ~Side() {
+    if (qp) ibv_destroy_qp(qp);
+    if (mr) ibv_dereg_mr(mr);
+    if (cq) ibv_destroy_cq(cq);
+    if (pd) ibv_dealloc_pd(pd);
+    if (ctx) ibv_close_device(ctx);
+  }
+};
+
+struct Pair {
+  std::unique_ptr<Side> a, b;
+  explicit Pair(Api api) {
+    DeviceList devs;
+    std::vector<std::string> names = wanted_devices();
+    ibv_device* da = names.size() > 0 ? devs.find(names[0]) : devs.list[0];
+    ibv_device* db = names.size() > 1 ? devs.find(names[1]) : devs.list[devs.count > 1 ? 1 : 0];
+    a = std::make_unique<Side>(da, api);
+    b = std::make_unique<Side>(db, api);
+    a->connect(*b);
+    b->connect(*a);
+  }
+};
+
+// Waits until at most `keep` signaled WRs are in flight. Returns false on a bad completion.
+bool retire(ibv_cq* cq, uint32_t& in_flight, uint32_t keep, benchmark::State& state) {
+  ibv_wc wc[kMaxSignaledInFlight];
+  while (in_flight > keep) {
+    int n = ibv_poll_cq(cq, kMaxSignaledInFlight, wc);
+    if (n < 0) {
+      state.SkipWithError("ibv_poll_cq returned an error");
+      return false;
+    }
+    for (int i = 0; i < n; ++i) {
+      if (wc[i].status != IBV_WC_SUCCESS) {
+        state.SkipWithError((std::string("completion with status ") + ibv_wc_status_str(wc[i].status)).c_str());
+        return false;
+      }
+    }
+    in_flight -= static_cast<uint32_t>(n);
+  }
+  return true;
+}
+
+void report(benchmark::State& state) {
+  state.SetItemsProcessed(int64_t(state.iterations()) * kBatchWrs);
+  state.counters["sec_per_wr"] = benchmark::Counter(double(state.iterations()) * kBatchWrs,
+                                                   benchmark::Counter::kIsRate | benchmark::Counter::kInvert);
+}
+
+// Each iteration is one batch: kBatchWrs WRITEs, the last signaled; arg 0 = one
+// ibv_post_send per WR, arg 1 = the batch as one linked list (one doorbell).
+void BM_PostSendWrite(benchmark::State& state) {
+  const bool linked = state.range(0) != 0;
+  std::unique_ptr<Pair> pair;
+  try {
+    pair = std::make_unique<Pair>(Api::kPostSend);
+  } catch (const std::exception& e) {
+    state.SkipWithError(e.what());
+    return;
+  }
+  Side& s = *pair->a;
+  ibv_sge sge[kBatchWrs];
+  ibv_send_wr wr[kBatchWrs];
+  for (uint32_t i = 0; i < kBatchWrs; ++i) {
+    sge[i] = {reinterpret_cast<uintptr_t>(s.buf.get()), kMsgBytes, s.mr->lkey};
+    wr[i] = {};
+    wr[i].wr_id = i;
+    wr[i].sg_list = &sge[i];
+    wr[i].num_sge = 1;
+    wr[i].opcode = IBV_WR_RDMA_WRITE;
+    wr[i].send_flags = IBV_SEND_INLINE | (i + 1 == kBatchWrs ? IBV_SEND_SIGNALED : 0);
+    wr[i].wr.rdma.remote_addr = reinterpret_cast<uintptr_t>(pair->b->buf.get());
+    wr[i].wr.rdma.rkey = pair->b->mr->rkey;
+    wr[i].next = (linked && i + 1 < kBatchWrs) ? &wr[i + 1] : nullptr;
+  }
+  uint32_t in_flight = 0;
+  for (auto _ : state) {
+    ibv_send_wr* bad = nullptr;
+    int rc = 0;
+    if (linked) {
+      rc = ibv_post_send(s.qp, &wr[0], &bad);
+    } else {
+      for (uint32_t i = 0; i < kBatchWrs && rc == 0; ++i) rc = ibv_post_send(s.qp, &wr[i], &bad);
+    }
+    if (rc != 0) {
+      state.SkipWithError((std::string("ibv_post_send: ") + std::strerror(rc)).c_str());
+      break;
+    }
+    ++in_flight;
+    if (!retire(s.cq, in_flight, kMaxSignaledInFlight - 1, state)) break;
+  }
+  uint32_t left = in_flight;
+  retire(s.cq, left, 0, state);
+  report(state);
+}
+BENCHMARK(BM_PostSendWrite)->ArgName("linked")->Arg(0)->Arg(1);
+
+// The same batch through the extended API: ibv_wr_start / ibv_wr_rdma_write /
+// ibv_wr_set_inline_data / ibv_wr_complete, one start..complete per batch.
+void BM_WrApiWrite(benchmark::State& state) {
+  std::unique_ptr<Pair> pair;
+  try {
+    pair = std::make_unique<Pair>(Api::kWrEx);
+  } catch (const std::exception& e) {
+    state.SkipWithError(e.what());
+    return;
+  }
+  Side& s = *pair->a;
+  ibv_qp_ex* qpx = s.qpx;
+  const uint64_t raddr = reinterpret_cast<uintptr_t>(pair->b->buf.get());
+  const uint32_t rkey = pair->b->mr->rkey;
+  uint32_t in_flight = 0;
+  for (auto _ : state) {
+    ibv_wr_start(qpx);
+    for (uint32_t i = 0; i < kBatchWrs; ++i) {
+      qpx->wr_id = i;
+      qpx->wr_flags = IBV_SEND_INLINE | (i + 1 == kBatchWrs ? IBV_SEND_SIGNALED : 0);
+      ibv_wr_rdma_write(qpx, rkey, raddr);
+      ibv_wr_set_inline_data(qpx, s.buf.get(), kMsgBytes);
+    }
+    if (int rc = ibv_wr_complete(qpx)) {
+      state.SkipWithError((std::string("ibv_wr_complete: ") + std::strerror(rc)).c_str());
+      break;
+    }
+    ++in_flight;
+    if (!retire(s.cq, in_flight, kMaxSignaledInFlight - 1, state)) break;
+  }
+  uint32_t left = in_flight;
+  retire(s.cq, left, 0, state);
+  report(state);
+}
+BENCHMARK(BM_WrApiWrite);
+
+}  // namespace
+
+BENCHMARK_MAIN();

@@ -1,0 +1,186 @@
+// Cross-core cache-line ping-pong: the physical floor for any shared-memory transport
+// (softnic, UCX posix). Two threads pinned to two cores bounce a counter through one
+// cache line; each hand-over is one cache-line transfer between the cores, so the
+// one-way latency is (time of a batch) / (2 * round trips in the batch).
+//
+// Usage: rdmalab-cacheline-pingpong [--cores A,B] [--rounds N] [--batch K] [--json]
+// Prints a one-line summary, or with --json one JSON document (schema_version 1).
+
+#include <pthread.h>
+#include <sched.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <new>
+#include <stdexcept>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+namespace {
+
+constexpr int kSchemaVersion = 1;
+constexpr size_t kCacheLineBytes = 64;
+constexpr int kDefaultRounds = 2000;      // batches, each timed separately
+constexpr int kDefaultBatch = 1000;       // round trips per batch
+constexpr int kWarmupRounds = 50;
+static_assert(kWarmupRounds < kDefaultRounds);
+
+struct Options {
+  int core_a = 0;
+  int core_b = 1;
+  int rounds = kDefaultRounds;
+  int batch = kDefaultBatch;
+  bool json = false;
+};
+
+// The one shared line. The ping thread writes odd values, the pong thread even ones;
+// each waits (acquire) for the other's value, then publishes its own (release).
+struct alignas(kCacheLineBytes) Line {
+  std::atomic<uint64_t> value{0};
+};
+static_assert(sizeof(Line) == kCacheLineBytes);
+
+[[noreturn]] void usage_error(const std::string& what) {
+  std::fprintf(stderr,
+               "cacheline_pingpong: %s\n"
+               "usage: rdmalab-cacheline-pingpong [--cores A,B] [--rounds N>=%d] "
+               "[--batch K>=1] [--json]\n",
+               what.c_str(), kWarmupRounds + 1);
+  std::exit(2);
+}
+
+int parse_int(const char* flag, const char* text) {
+  char* end = nullptr;
+  long v = std::strtol(text, &end, 10);
+  if (end == text || *end != '\0' || v < 0 || v > 1'000'000'000)
+    usage_error(std::string(flag) + " wants a non-negative integer, got '" + text + "'");
+  return static_cast<int>(v);
+}
+
+Options parse(int argc, char** argv) {
+  Options o;
+  for (int i = 1; i < argc; ++i) {
+    std::string a = argv[i];
+    auto value = [&]() -> const char* {
+      if (i + 1 >= argc) usage_error(a + " needs a value");
+      return argv[++i];
+    };
+    if (a == "--cores") {
+      std::string v = value();
+      auto comma = v.find(',');
+      if (comma == std::string::npos) usage_error("--cores wants A,B, got '" + v + "'");
+      o.core_a = parse_int("--cores", v.substr(0, comma).c_str());
+      o.core_b = parse_int("--cores", v.substr(comma + 1).c_str());
+      if (o.core_a == o.core_b) usage_error("--cores wants two different cores, got '" + v + "'");
+    } else if (a == "--rounds") {
+      o.rounds = parse_int("--rounds", value());
+      if (o.rounds <= kWarmupRounds)
+        usage_error("--rounds must exceed the " + std::to_string(kWarmupRounds) + " warm-up rounds");
+    } else if (a == "--batch") {
+      o.batch = parse_int("--batch", value());
+      if (o.batch < 1) usage_error("--batch must be >= 1");
+    } else if (a == "--json") {
+      o.json = true;
+    } else {
+      usage_error("unknown argument '" + a + "'");
+    }
+  }
+  return o;
+}
+
+void pin_to(int core) {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  CPU_SET(core, &set);
+  int rc = pthread_setaffinity_np(pthread_self(), sizeof(set), &set);
+  if (rc != 0)
+    throw std::runtime_error("cannot pin to core " + std::to_string(core) + ": " + std::strerror(rc));
+}
+
+inline void spin_until(const std::atomic<uint64_t>& v, uint64_t want) {
+  while (v.load(std::memory_order_acquire) != want) {
+#if defined(__x86_64__)
+    __builtin_ia32_pause();
+#endif
+  }
+}
+
+// Returns the one-way latency (ns) of every measured batch.
+std::vector<double> run(const Options& o) {
+  Line line;
+  const uint64_t total_trips = uint64_t(o.rounds) * uint64_t(o.batch);
+
+  std::thread pong([&] {
+    pin_to(o.core_b);
+    for (uint64_t i = 0; i < total_trips; ++i) {
+      spin_until(line.value, 2 * i + 1);
+      line.value.store(2 * i + 2, std::memory_order_release);
+    }
+  });
+
+  pin_to(o.core_a);
+  std::vector<double> one_way_ns;
+  one_way_ns.reserve(o.rounds);
+  uint64_t next = 0;
+  for (int r = 0; r < o.rounds; ++r) {
+    auto t0 = std::chrono::steady_clock::now();
+    for (int k = 0; k < o.batch; ++k, ++next) {
+      line.value.store(2 * next + 1, std::memory_order_release);
+      spin_until(line.value, 2 * next + 2);
+    }
+    auto t1 = std::chrono::steady_clock::now();
+    if (r >= kWarmupRounds)
+      one_way_ns.push_back(std::chrono::duration<double, std::nano>(t1 - t0).count() /
+                           (2.0 * o.batch));
+  }
+  pong.join();
+  return one_way_ns;
+}
+
+double percentile(std::vector<double> v, double p) {
+  std::sort(v.begin(), v.end());
+  size_t idx = static_cast<size_t>(p * double(v.size() - 1) + 0.5);
+  return v[idx];
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  Options o = parse(argc, argv);
+  std::vector<double> ns;
+  try {
+    ns = run(o);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "cacheline_pingpong: %s\n", e.what());
+    return 1;
+  }
+  const double median = percentile(ns, 0.5);
+  if (o.json) {
+    nlohmann::json doc = {
+        {"schema_version", kSchemaVersion},
+        {"context", {{"benchmark", "cacheline_pingpong"},
+                     {"cores", {o.core_a, o.core_b}},
+                     {"round_trips_per_batch", o.batch},
+                     {"measured_batches", ns.size()}}},
+        {"one_way_ns_median", median},
+        {"one_way_ns_p10", percentile(ns, 0.1)},
+        {"one_way_ns_p90", percentile(ns, 0.9)},
+        {"one_way_ns_min", percentile(ns, 0.0)},
+    };
+    std::printf("%s\n", doc.dump(2).c_str());
+  } else {
+    std::printf("cores %d,%d  one-way latency %.1f ns (median of %zu batches of %d round trips; "
+                "p10 %.1f, p90 %.1f)\n",
+                o.core_a, o.core_b, median, ns.size(), o.batch, percentile(ns, 0.1),
+                percentile(ns, 0.9));
+  }
+  return 0;
+}

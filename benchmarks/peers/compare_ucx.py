@@ -1,0 +1,413 @@
+#!/usr/bin/python3
+"""softnic (perftest on softnic) against UCX's shared-memory transport (ucx_perftest,
+UCT posix) and against the cross-core cache-line floor, side by side in one run.
+
+Every measurement is a server and a client pinned to two different cores (taskset),
+repeated --runs times (default 3); the median run is reported. Prints a table
+(metric, softnic, ucx, ratio, target, met?) and, with --out FILE, one JSON document
+(schema_version, context with host info and tool versions, every command used).
+
+This is a benchmark, not a test: targets are reported, never asserted. The exit code
+is non-zero only when a command failed to run or its output could not be parsed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import datetime
+import json
+import os
+import platform
+import re
+import statistics
+import subprocess
+import sys
+from pathlib import Path
+from typing import Callable
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import pairrun  # noqa: E402
+
+SCHEMA_VERSION = 1
+REPO = Path(__file__).resolve().parents[2]
+PAIR_TIMEOUT_S = 120.0
+UCX_TLS = "posix,self"
+# UCT needs the transport and device named explicitly; posix/memory is UCX's
+# shared-memory transport (UCX_TLS=posix,self is what UCP would select).
+UCX_TRANSPORT = ["-x", "posix", "-d", "memory"]
+
+
+class ParseError(Exception):
+    pass
+
+
+# ---------------------------------------------------------------------------------------
+# Output parsers (formats checked against perftest 4.5 and ucx_perftest 1.13)
+
+_NUM = r"[-+]?\d+(?:\.\d+)?(?:[eE][-+]?\d+)?"
+
+
+def _perftest_table(out: str) -> tuple[list[str], list[list[float]]]:
+    """The header tokens and numeric rows of perftest's result table."""
+    lines = out.splitlines()
+    for i, line in enumerate(lines):
+        if line.strip().startswith("#bytes"):
+            header = line.split()
+            rows = []
+            for row in lines[i + 1:]:
+                toks = row.split()
+                if toks and all(re.fullmatch(_NUM, t) for t in toks):
+                    rows.append([float(t) for t in toks])
+                elif rows:
+                    break
+            if rows:
+                return header, rows
+    raise ParseError("no perftest result table (a '#bytes' header followed by numeric rows)")
+
+
+def perftest_lat_us(out: str) -> float:
+    """Median latency: the t_typical column (perftest's median) of the first row."""
+    header, rows = _perftest_table(out)
+    idx = next((i for i, t in enumerate(header) if t.startswith("t_typical")), None)
+    if idx is None:
+        raise ParseError(f"no t_typical column in perftest header {header}")
+    # Every header token before t_typical is one word (#bytes #iterations t_min t_max).
+    return rows[0][idx]
+
+
+def perftest_rate_mpps(out: str) -> float:
+    """Message rate: the MsgRate[Mpps] column, the last one of the table."""
+    header, rows = _perftest_table(out)
+    if not header[-1].startswith("MsgRate"):
+        raise ParseError(f"last perftest column is {header[-1]!r}, expected MsgRate[Mpps]")
+    return rows[0][-1]
+
+
+def _ucx_csv(out: str) -> dict[str, float]:
+    lines = out.splitlines()
+    for i, line in enumerate(lines):
+        if line.startswith("iterations,") and i + 1 < len(lines):
+            keys = line.strip().split(",")
+            vals = lines[i + 1].strip().split(",")
+            if len(vals) == len(keys):
+                try:
+                    return {k: float(v) for k, v in zip(keys, vals)}
+                except ValueError:
+                    pass
+    raise ParseError("no ucx_perftest CSV result (-v): an 'iterations,...' header and a value line")
+
+
+def ucx_lat_us(out: str) -> float:
+    row = _ucx_csv(out)
+    key = next((k for k in row if k.endswith("_percentile_lat")), None)
+    if key is None:
+        raise ParseError(f"no percentile latency column in {sorted(row)}")
+    return row[key]
+
+
+def ucx_rate_mpps(out: str) -> float:
+    return _ucx_csv(out)["overall_mr"] / 1e6
+
+
+# ---------------------------------------------------------------------------------------
+# What is measured
+
+@dataclasses.dataclass(frozen=True)
+class Side:
+    tool: str  # perftest tool or ucx_perftest test name
+    args: tuple[str, ...]
+    parse: Callable[[str], float]
+
+
+@dataclasses.dataclass(frozen=True)
+class Metric:
+    id: str
+    unit: str  # "us" or "mpps"
+    better: str  # "lower" or "higher"
+    softnic: Side
+    ucx: Side
+    target_ratio: float | None  # softnic/ucx; lower-is-better wants <=, higher wants >=
+
+    def met(self, ratio: float) -> bool | None:
+        if self.target_ratio is None:
+            return None
+        return ratio <= self.target_ratio if self.better == "lower" else ratio >= self.target_ratio
+
+
+def metrics(a) -> list[Metric]:
+    lat_n, bw_n = str(a.lat_iters), str(a.bw_iters)
+    return [
+        Metric("write_lat_8B", "us", "lower",
+               Side("ib_write_lat", ("-s", "8", "-n", lat_n), perftest_lat_us),
+               Side("put_lat", ("-s", "8", "-n", lat_n), ucx_lat_us), 1.0),
+        Metric("send_lat_8B", "us", "lower",
+               Side("ib_send_lat", ("-s", "8", "-n", lat_n), perftest_lat_us),
+               Side("am_lat", ("-s", "8", "-n", lat_n), ucx_lat_us), 1.0),
+        Metric("write_rate_32B", "mpps", "higher",
+               Side("ib_write_bw", ("-s", "32", "-n", bw_n), perftest_rate_mpps),
+               Side("put_bw", ("-s", "32", "-n", bw_n), ucx_rate_mpps), 1.0),
+        Metric("read_lat_8B", "us", "lower",
+               Side("ib_read_lat", ("-s", "8", "-n", lat_n), perftest_lat_us),
+               Side("get", ("-D", "bcopy", "-s", "8", "-O", "1", "-n", lat_n), ucx_lat_us), None),
+        Metric("fetch_add_lat_8B", "us", "lower",
+               Side("ib_atomic_lat", ("-A", "FETCH_AND_ADD", "-n", lat_n), perftest_lat_us),
+               Side("fadd", ("-s", "8", "-O", "1", "-n", lat_n), ucx_lat_us), None),
+    ]
+
+
+# ---------------------------------------------------------------------------------------
+# Running
+
+@dataclasses.dataclass
+class Runner:
+    a: argparse.Namespace
+    fabric: str
+
+    def _pin(self, core: int) -> list[str]:
+        return ["taskset", "-c", str(core)]
+
+    def softnic_cmds(self, s: Side, port: int):
+        tool = str(Path(self.a.perftest_dir) / s.tool)
+        gid = ["-x", "0"] if self.a.link == "roce" else []
+        common = [tool, *s.args, "-F", "-p", str(port), *gid]
+        return (self._pin(self.a.server_core) + common + ["-d", "softnic0"],
+                self._pin(self.a.client_core) + common + ["-d", "softnic1", "127.0.0.1"])
+
+    def softnic_env(self) -> dict[str, str]:
+        env = dict(os.environ)
+        old = env.get("LD_LIBRARY_PATH")
+        env["LD_LIBRARY_PATH"] = self.a.softnic_lib + (":" + old if old else "")
+        env["SOFTNIC_FABRIC"] = self.fabric
+        env["SOFTNIC_LINK"] = self.a.link
+        return env
+
+    def ucx_cmds(self, s: Side, port: int):
+        common = [self.a.ucx_perftest, "-t", s.tool, *UCX_TRANSPORT, *s.args, "-v", "-p", str(port)]
+        return (self._pin(self.a.server_core) + common,
+                self._pin(self.a.client_core) + [common[0], "127.0.0.1"] + common[1:])
+
+    def ucx_env(self) -> dict[str, str]:
+        return dict(os.environ, UCX_TLS=UCX_TLS)
+
+    def measure(self, which: str, s: Side) -> dict:
+        """Runs one side --runs times; returns median, per-run values, commands, errors."""
+        values, errors, cmds = [], [], None
+        for _ in range(self.a.runs):
+            port = pairrun.free_port()
+            if which == "softnic":
+                server, client = self.softnic_cmds(s, port)
+                env = self.softnic_env()
+            else:
+                server, client = self.ucx_cmds(s, port)
+                env = self.ucx_env()
+            cmds = {"server": server, "client": client}
+            r = pairrun.run_pair(server, client, port, env, PAIR_TIMEOUT_S)
+            if not r.ok:
+                errors.append(r.describe())
+                continue
+            try:
+                values.append(s.parse(r.client.output))
+            except ParseError as e:
+                errors.append(f"{e}\n{r.describe()}")
+        return {"median": statistics.median(values) if values else None, "runs": values,
+                "commands": cmds, "errors": errors}
+
+    def floor(self) -> dict:
+        argv = [self.a.cacheline, "--cores", f"{self.a.server_core},{self.a.client_core}", "--json"]
+        values, errors = [], []
+        for _ in range(self.a.runs):
+            r = pairrun.run_one(argv, os.environ, PAIR_TIMEOUT_S)
+            try:
+                if r.returncode != 0:
+                    raise ParseError(f"exit code {r.returncode}")
+                values.append(json.loads(r.output)["one_way_ns_median"] / 1000.0)
+            except (ParseError, ValueError, KeyError) as e:
+                errors.append(f"{' '.join(argv)}: {e}\n{r.output}")
+        return {"median": statistics.median(values) if values else None, "runs": values,
+                "commands": {"single": argv}, "errors": errors}
+
+
+def remove_fabric(a, fabric: str) -> None:
+    if Path(a.softnic_cli).exists():
+        pairrun.run_one([a.softnic_cli, "fabric", "rm", "--fabric", fabric], os.environ, 30.0)
+
+
+# ---------------------------------------------------------------------------------------
+# Context and reporting
+
+def _cmd_out(argv: list[str]) -> str | None:
+    try:
+        return subprocess.run(argv, capture_output=True, text=True, timeout=10).stdout.strip() or None
+    except (OSError, subprocess.SubprocessError):
+        return None
+
+
+def host_info() -> dict:
+    cpu = None
+    try:
+        with open("/proc/cpuinfo") as f:
+            cpu = next((l.split(":", 1)[1].strip() for l in f if l.startswith("model name")), None)
+    except OSError:
+        pass
+    return {
+        "hostname": platform.node(),
+        "kernel": platform.release(),
+        "machine": platform.machine(),
+        "cpu_model": cpu,
+        "cpus_online": os.cpu_count(),
+        "loadavg_1m": os.getloadavg()[0],
+        "python": sys.version.split()[0],
+    }
+
+
+def tool_versions() -> dict:
+    q = lambda pkg: _cmd_out(["dpkg-query", "-W", "-f", "${Version}", pkg])  # noqa: E731
+    return {"perftest": q("perftest"), "ucx_utils": q("ucx-utils"), "ibverbs_utils": q("ibverbs-utils"),
+            "rdmalab_git": _cmd_out(["git", "-C", str(REPO), "rev-parse", "--verify", "-q", "HEAD"])}
+
+
+def fmt(v: float | None, unit: str) -> str:
+    if v is None:
+        return "FAIL"
+    return f"{v * 1000:.0f} ns" if unit == "us" else f"{v:.2f} Mpps"
+
+
+def print_table(rows: list[dict]) -> None:
+    head = ["metric", "softnic", "ucx / floor", "ratio", "target", "met?"]
+    cells = [head]
+    for r in rows:
+        ratio = "-" if r["ratio"] is None else f"{r['ratio']:.2f}x"
+        target = "report" if r["target"] is None else r["target"]
+        met = {True: "yes", False: "NO", None: "-"}[r["met"]]
+        cells.append([r["label"], r["softnic_text"], r["peer_text"], ratio, target, met])
+    widths = [max(len(c[i]) for c in cells) for i in range(len(head))]
+    for n, c in enumerate(cells):
+        print("  ".join(x.ljust(w) for x, w in zip(c, widths)).rstrip())
+        if n == 0:
+            print("  ".join("-" * w for w in widths))
+
+
+def ratio_of(x: float | None, y: float | None) -> float | None:
+    return x / y if x is not None and y else None
+
+
+def main() -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    build = REPO / "build"
+    p.add_argument("--out", help="write the JSON document here")
+    p.add_argument("--runs", type=int, default=3, help="runs per measurement; the median is reported (3)")
+    p.add_argument("--cores", default="0,1", help="server core,client core (0,1)")
+    p.add_argument("--lat-iters", type=int, default=100000, help="iterations of latency tests (100000)")
+    p.add_argument("--bw-iters", type=int, default=1000000, help="iterations of message-rate tests (1000000)")
+    p.add_argument("--link", choices=["ib", "roce"], default="ib", help="softnic link layer (ib)")
+    p.add_argument("--skip", action="append", default=[], choices=["softnic", "ucx", "floor"],
+                   help="leave one side out (repeatable)")
+    p.add_argument("--softnic-lib", default=str(build / "lib/softnic"), help="dir of softnic's libibverbs.so.1")
+    p.add_argument("--softnic-cli", default=str(build / "bin/softnic"))
+    p.add_argument("--cacheline", default=str(build / "bin/rdmalab-cacheline-pingpong"))
+    p.add_argument("--perftest-dir", default="/usr/bin")
+    p.add_argument("--ucx-perftest", default="/usr/bin/ucx_perftest")
+    a = p.parse_args()
+    try:
+        a.server_core, a.client_core = (int(x) for x in a.cores.split(","))
+    except ValueError:
+        p.error(f"--cores wants two core numbers like 0,1, got {a.cores!r}")
+    if a.server_core == a.client_core:
+        p.error(f"--cores wants two different cores, got {a.cores!r}")
+    if a.runs < 1:
+        p.error(f"--runs must be >= 1, got {a.runs}")
+    if "softnic" not in a.skip and not (Path(a.softnic_lib) / "libibverbs.so.1").exists():
+        p.error(f"{a.softnic_lib}/libibverbs.so.1 is missing (build softnic, or --skip softnic)")
+    if "floor" not in a.skip and not Path(a.cacheline).exists():
+        p.error(f"{a.cacheline} is missing (build the cacheline_pingpong target, or --skip floor)")
+
+    runner = Runner(a, f"peers-{os.getpid()}")
+    started = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
+    results, rows = [], []
+    try:
+        for m in metrics(a):
+            res = {"id": m.id, "unit": m.unit, "better": m.better}
+            for which, side in (("softnic", m.softnic), ("ucx", m.ucx)):
+                if which in a.skip:
+                    res[which] = None
+                    continue
+                print(f"  measuring {m.id} on {which}", file=sys.stderr, flush=True)
+                res[which] = runner.measure(which, side)
+            s = res["softnic"]["median"] if res["softnic"] else None
+            u = res["ucx"]["median"] if res["ucx"] else None
+            res["ratio_softnic_over_ucx"] = ratio_of(s, u)
+            res["target"] = None if m.target_ratio is None else \
+                {"op": "<=" if m.better == "lower" else ">=", "ratio": m.target_ratio}
+            res["met"] = None if res["ratio_softnic_over_ucx"] is None else m.met(res["ratio_softnic_over_ucx"])
+            results.append(res)
+            rows.append({"label": f"{m.id} ({m.softnic.tool} vs {m.ucx.tool})",
+                         "softnic_text": "-" if res["softnic"] is None else fmt(s, m.unit),
+                         "peer_text": "-" if res["ucx"] is None else fmt(u, m.unit),
+                         "ratio": res["ratio_softnic_over_ucx"],
+                         "target": None if res["target"] is None else f"{res['target']['op']} {m.target_ratio:.1f}x",
+                         "met": res["met"]})
+        if "floor" not in a.skip:
+            print("  measuring the cache-line floor", file=sys.stderr, flush=True)
+        floor = None if "floor" in a.skip else runner.floor()
+    finally:
+        if "softnic" not in a.skip:
+            remove_fabric(a, runner.fabric)
+    if floor is not None:
+        f = floor["median"]
+        by_id = {r["id"]: r for r in results}
+        floor["ratios"] = {}
+        for mid in ("write_lat_8B", "send_lat_8B"):
+            for which in ("softnic", "ucx"):
+                side = by_id[mid][which]
+                if side is not None:
+                    floor["ratios"][f"{which}_{mid}_over_floor"] = ratio_of(side["median"], f)
+        for mid in ("write_lat_8B", "send_lat_8B"):
+            side = by_id[mid]["softnic"]
+            rows.append({"label": f"{mid} softnic vs cache-line floor",
+                         "softnic_text": "-" if side is None else fmt(side["median"], "us"),
+                         "peer_text": fmt(f, "us"),
+                         "ratio": None if side is None else ratio_of(side["median"], f),
+                         "target": None, "met": None})
+
+    print()
+    print(f"softnic ({a.link}) vs UCX {UCX_TLS} (UCT {' '.join(UCX_TRANSPORT)}), "
+          f"cores {a.server_core},{a.client_core}, median of {a.runs} runs")
+    print_table(rows)
+
+    failures = [e for r in results for w in ("softnic", "ucx") if r[w] for e in r[w]["errors"]]
+    failures += floor["errors"] if floor else []
+    for e in failures:
+        print(f"\nFAILED RUN:\n{e}", file=sys.stderr)
+
+    if a.out:
+        doc = {
+            "schema_version": SCHEMA_VERSION,
+            "context": {
+                "benchmark": "compare_ucx",
+                "date_utc": started,
+                "host": host_info(),
+                "tools": tool_versions(),
+                "cores": {"server": a.server_core, "client": a.client_core},
+                "runs": a.runs,
+                "lat_iters": a.lat_iters,
+                "bw_iters": a.bw_iters,
+                "softnic": {"library_dir": a.softnic_lib, "link": a.link, "fabric": runner.fabric},
+                "ucx": {"UCX_TLS": UCX_TLS, "uct_transport": UCX_TRANSPORT},
+                "units": {"us": "microseconds, median of the tool's per-iteration latencies "
+                                "(perftest t_typical, ucx 50th percentile); one-way for "
+                                "write/send/put/am, a full operation for read/get/atomics",
+                          "mpps": "million messages per second"},
+                "resolution_us": {"perftest": 0.01, "ucx_perftest": 0.001},
+            },
+            "metrics": results,
+            "floor_cacheline_one_way": None if floor is None else dict(floor, unit="us"),
+        }
+        Path(a.out).write_text(json.dumps(doc, indent=2) + "\n")
+        print(f"\nwrote {a.out}")
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,47 @@
+#!/usr/bin/python3
+"""compare_ucx.py's parsers against outputs captured from perftest 4.5 (on softnic) and
+ucx_perftest 1.13.1 (-v), tabs and interleaved warnings included."""
+
+import sys
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import compare_ucx as c  # noqa: E402
+
+RULE = "-" * 87
+LAT = (f"{RULE}\n"
+       " #bytes #iterations    t_min[usec]    t_max[usec]  t_typical[usec]    t_avg[usec]    "
+       "t_stdev[usec]   99% percentile[usec]   99.9% percentile[usec] \n"
+       "Conflicting CPU frequency values detected: 2400.000000 != 1873.463000. CPU Frequency is not max.\n"
+       " 8       1000          0.06           67.04        0.08     \t       0.09        \t0.00   "
+       "\t\t0.08    \t\t67.04  \n"
+       f"{RULE}\n")
+BW = (f"{RULE}\n"
+      " #bytes     #iterations    BW peak[MB/sec]    BW average[MB/sec]   MsgRate[Mpps]\n"
+      " 32         1000             323.38             131.05 \t\t   4.294103\n"
+      f"{RULE}\n")
+UCX = ("iterations,50.0_percentile_lat,avg_lat,overall_lat,avg_bw,overall_bw,avg_mr,overall_mr\n"
+       "100000,0.055,0.058,0.058,131.01,131.01,17171825,17171825\n")
+
+
+def test_perftest_latency_is_t_typical():
+    assert c.perftest_lat_us(LAT) == pytest.approx(0.08)
+
+
+def test_perftest_rate_is_msgrate():
+    assert c.perftest_rate_mpps(BW) == pytest.approx(4.294103)
+
+
+def test_ucx_csv():
+    assert c.ucx_lat_us(UCX) == pytest.approx(0.055)
+    assert c.ucx_rate_mpps(UCX) == pytest.approx(17.171825)
+
+
+@pytest.mark.parametrize("parse,text", [(c.perftest_lat_us, BW), (c.perftest_rate_mpps, LAT),
+                                        (c.perftest_lat_us, "Couldn't connect to 127.0.0.1:18515\n"),
+                                        (c.ucx_lat_us, "Waiting for connection...\n")])
+def test_wrong_or_missing_output_is_an_error(parse, text):
+    with pytest.raises(c.ParseError):
+        parse(text)

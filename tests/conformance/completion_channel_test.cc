@@ -1,0 +1,118 @@
+// Completion channels: ibv_req_notify_cq arms a CQ, a completion then makes the channel fd
+// readable and ibv_get_cq_event returns the CQ; solicited-only arming ignores unsolicited
+// completions. Every wait is poll() on channel->fd with a timeout.
+#include <fcntl.h>
+#include <poll.h>
+
+#include <cstring>
+
+#include "verbs_fixture.h"
+
+namespace conformance {
+namespace {
+
+constexpr int kEventTimeoutMs = 5000;
+constexpr int kNoEventWaitMs = 200;
+
+class CompletionChannel : public VerbsTest {
+ protected:
+  void SetUp() override {
+    CONFORMANCE_SETUP(VerbsTest::SetUp());
+    channel_.reset(ibv_create_comp_channel(peer().ctx()));
+    if (!channel_ && IsUnsupported(errno)) GTEST_SKIP() << "ibv_create_comp_channel: " << strerror(errno);
+    ASSERT_TRUE(channel_ != nullptr) << strerror(errno);
+    recv_cq_.reset(ibv_create_cq(peer().ctx(), 64, this, channel_.get(), 0));
+    ASSERT_TRUE(recv_cq_ != nullptr) << strerror(errno);
+    QpConfig b_config{.type = IBV_QPT_RC, .recv_cq = recv_cq_.get()};
+    CONFORMANCE_SETUP(MakePair(&pair_, {.type = IBV_QPT_RC}, {}, &b_config));
+    CONFORMANCE_SETUP(MakeBuffer(&send_buf_, local(), 4096));
+    CONFORMANCE_SETUP(MakeBuffer(&recv_buf_, peer(), 4096));
+    for (int i = 0; i < 8; ++i) ASSERT_EQ(PostRecv(pair_.b->qp(), {Sge(recv_buf_, i * 64, 64)}, i), 0);
+  }
+  void TearDown() override {
+    if (recv_cq_ && unacked_ > 0) ibv_ack_cq_events(recv_cq_.get(), unacked_);
+  }
+  void Send(unsigned extra_flags) {
+    ASSERT_NO_FATAL_FAILURE(PostAndExpect(
+        *pair_.a, {.opcode = IBV_WR_SEND, .sges = {Sge(send_buf_, 0, 32)}, .flags = IBV_SEND_SIGNALED | extra_flags},
+        IBV_WC_SUCCESS));
+  }
+  bool FdReadable(int timeout_ms) {
+    pollfd pfd{channel_->fd, POLLIN, 0};
+    return poll(&pfd, 1, timeout_ms) > 0;
+  }
+  // Waits for the channel, takes the event and checks it names our CQ.
+  void ExpectEvent() {
+    ASSERT_TRUE(FdReadable(kEventTimeoutMs)) << "no completion event within " << kEventTimeoutMs << " ms";
+    ibv_cq* cq = nullptr;
+    void* cq_context = nullptr;
+    ASSERT_EQ(ibv_get_cq_event(channel_.get(), &cq, &cq_context), 0);
+    ++unacked_;
+    EXPECT_EQ(cq, recv_cq_.get());
+    EXPECT_EQ(cq_context, this) << "cq_context from ibv_create_cq";
+    EXPECT_FALSE(FdReadable(0)) << "channel fd still readable after its only event was taken";
+  }
+
+  ChannelPtr channel_;
+  CqPtr recv_cq_;
+  Pair pair_;
+  Buffer send_buf_, recv_buf_;
+  unsigned unacked_ = 0;
+};
+
+TEST_P(CompletionChannel, ArmedCqRaisesEvent) {
+  ASSERT_EQ(ibv_req_notify_cq(recv_cq_.get(), 0), 0);
+  EXPECT_FALSE(FdReadable(0)) << "event before any completion";
+  ASSERT_NO_FATAL_FAILURE(Send(0));
+  ASSERT_NO_FATAL_FAILURE(ExpectEvent());
+  ASSERT_NO_FATAL_FAILURE(ExpectCompletion(recv_cq_.get(), IBV_WC_SUCCESS));
+  ibv_ack_cq_events(recv_cq_.get(), unacked_);
+  unacked_ = 0;
+}
+
+TEST_P(CompletionChannel, UnarmedCqRaisesNoEvent) {
+  ASSERT_NO_FATAL_FAILURE(Send(0));
+  ASSERT_NO_FATAL_FAILURE(ExpectCompletion(recv_cq_.get(), IBV_WC_SUCCESS));
+  EXPECT_FALSE(FdReadable(kNoEventWaitMs)) << "event on a CQ that was never armed";
+}
+
+TEST_P(CompletionChannel, OneEventPerArming) {
+  ASSERT_EQ(ibv_req_notify_cq(recv_cq_.get(), 0), 0);
+  ASSERT_NO_FATAL_FAILURE(Send(0));
+  ASSERT_NO_FATAL_FAILURE(ExpectEvent());
+  ASSERT_NO_FATAL_FAILURE(ExpectCompletion(recv_cq_.get(), IBV_WC_SUCCESS));
+  ASSERT_NO_FATAL_FAILURE(Send(0));
+  EXPECT_FALSE(FdReadable(kNoEventWaitMs)) << "a second event without re-arming";
+  ASSERT_NO_FATAL_FAILURE(ExpectCompletion(recv_cq_.get(), IBV_WC_SUCCESS));
+  // Re-armed: the next completion raises an event again.
+  ASSERT_EQ(ibv_req_notify_cq(recv_cq_.get(), 0), 0);
+  ASSERT_NO_FATAL_FAILURE(Send(0));
+  ASSERT_NO_FATAL_FAILURE(ExpectEvent());
+  ASSERT_NO_FATAL_FAILURE(ExpectCompletion(recv_cq_.get(), IBV_WC_SUCCESS));
+}
+
+TEST_P(CompletionChannel, SolicitedOnly) {
+  ASSERT_EQ(ibv_req_notify_cq(recv_cq_.get(), 1), 0);
+  ASSERT_NO_FATAL_FAILURE(Send(0));
+  ASSERT_NO_FATAL_FAILURE(ExpectCompletion(recv_cq_.get(), IBV_WC_SUCCESS));
+  EXPECT_FALSE(FdReadable(kNoEventWaitMs)) << "an unsolicited completion raised a solicited-only event";
+  ASSERT_NO_FATAL_FAILURE(Send(IBV_SEND_SOLICITED));
+  ASSERT_NO_FATAL_FAILURE(ExpectEvent());
+  ASSERT_NO_FATAL_FAILURE(ExpectCompletion(recv_cq_.get(), IBV_WC_SUCCESS));
+}
+
+TEST_P(CompletionChannel, NonBlockingGetCqEvent) {
+  const int flags = fcntl(channel_->fd, F_GETFL);
+  ASSERT_EQ(fcntl(channel_->fd, F_SETFL, flags | O_NONBLOCK), 0);
+  ibv_cq* cq = nullptr;
+  void* context = nullptr;
+  EXPECT_NE(ibv_get_cq_event(channel_.get(), &cq, &context), 0) << "an event out of nothing";
+  ASSERT_EQ(ibv_req_notify_cq(recv_cq_.get(), 0), 0);
+  ASSERT_NO_FATAL_FAILURE(Send(0));
+  ASSERT_NO_FATAL_FAILURE(ExpectEvent());
+}
+
+CONFORMANCE_INSTANTIATE(CompletionChannel);
+
+}  // namespace
+}  // namespace conformance

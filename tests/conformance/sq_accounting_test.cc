@@ -1,0 +1,87 @@
+// Send-queue accounting as on hardware: an unsignaled WR's slot is freed only when a later
+// signaled WR completes, so a sender that never signals fills the SQ (ENOMEM), and one that
+// signals every N-th WR and polls never does.
+#include <cstring>
+
+#include "verbs_fixture.h"
+
+namespace conformance {
+namespace {
+
+constexpr uint32_t kSendQueueDepth = 32;
+constexpr int kSignaledPostsTotal = 20'000;
+
+class SendQueueAccounting : public VerbsTest {
+ protected:
+  void SetUp() override {
+    CONFORMANCE_SETUP(VerbsTest::SetUp());
+    CONFORMANCE_SETUP(MakePair(&pair_, {.type = IBV_QPT_RC, .send_wr = kSendQueueDepth}));
+    CONFORMANCE_SETUP(MakeBuffer(&src_, local(), 4096));
+    CONFORMANCE_SETUP(MakeBuffer(&dst_, peer(), 4096));
+  }
+  int PostWrite(unsigned flags, uint64_t wr_id) {
+    return PostSend(pair_.a->qp(), {.opcode = IBV_WR_RDMA_WRITE, .sges = {Sge(src_, 0, 8)}, .flags = flags,
+                                    .wr_id = wr_id, .remote_addr = dst_.addr(), .rkey = dst_.rkey()});
+  }
+  Pair pair_;
+  Buffer src_, dst_;
+};
+
+TEST_P(SendQueueAccounting, NeverSignalingFillsTheQueue) {
+  const uint32_t cap = pair_.a->cap().max_send_wr;
+  ASSERT_GE(cap, kSendQueueDepth);
+  uint32_t accepted = 0;
+  int rc = 0;
+  for (; accepted < 4 * cap + 16; ++accepted) {
+    rc = PostWrite(0, accepted);
+    if (rc != 0) break;
+  }
+  EXPECT_EQ(rc, ENOMEM) << "after " << accepted << " unsignaled WRs (cap.max_send_wr " << cap << ")";
+  EXPECT_GE(accepted, cap) << "the SQ refused WRs before its capacity";
+  EXPECT_LE(accepted, 2 * cap) << "unsignaled WRs did not occupy SQ slots";
+  EXPECT_TRUE(StaysEmpty(pair_.a->send_cq(), std::chrono::milliseconds(20))) << "unsignaled WRs produced completions";
+}
+
+TEST_P(SendQueueAccounting, SignalingEveryNthNeverFills) {
+  const uint32_t cap = pair_.a->cap().max_send_wr;
+  const uint32_t every = cap / 2;  // at most 2 * every = cap WRs outstanding
+  bool outstanding = false;
+  for (int i = 0; i < kSignaledPostsTotal; ++i) {
+    const bool signaled = (i % every) == every - 1;
+    const int rc = PostWrite(signaled ? IBV_SEND_SIGNALED : 0, i);
+    ASSERT_EQ(rc, 0) << "post " << i << " failed with " << strerror(rc) << " although every " << every
+                     << "-th WR is signaled and polled (cap " << cap << ")";
+    if (!signaled) continue;
+    if (outstanding) {
+      ASSERT_NO_FATAL_FAILURE(ExpectCompletion(pair_.a->send_cq(), IBV_WC_SUCCESS));
+    }
+    outstanding = true;
+  }
+}
+
+TEST_P(SendQueueAccounting, OverflowingListReportsBadWr) {
+  const uint32_t cap = pair_.a->cap().max_send_wr;
+  const uint32_t count = 2 * cap + 4;
+  std::vector<ibv_sge> sges(count, Sge(src_, 0, 8));
+  std::vector<ibv_send_wr> wrs(count);
+  for (uint32_t i = 0; i < count; ++i) {
+    wrs[i].wr_id = i;
+    wrs[i].sg_list = &sges[i];
+    wrs[i].num_sge = 1;
+    wrs[i].opcode = IBV_WR_RDMA_WRITE;
+    wrs[i].wr.rdma.remote_addr = dst_.addr();
+    wrs[i].wr.rdma.rkey = dst_.rkey();
+    wrs[i].next = i + 1 < count ? &wrs[i + 1] : nullptr;
+  }
+  ibv_send_wr* bad = nullptr;
+  EXPECT_EQ(ibv_post_send(pair_.a->qp(), wrs.data(), &bad), ENOMEM);
+  ASSERT_NE(bad, nullptr);
+  const ptrdiff_t first_refused = bad - wrs.data();
+  EXPECT_GE(first_refused, static_cast<ptrdiff_t>(cap));
+  EXPECT_LT(first_refused, static_cast<ptrdiff_t>(count));
+}
+
+CONFORMANCE_INSTANTIATE(SendQueueAccounting);
+
+}  // namespace
+}  // namespace conformance
