@@ -164,6 +164,7 @@ struct FabricHeader {
   uint32_t device_count = 0;
   LinkLayer link_layer = LinkLayer::kInfiniBand;
   DeviceAttributes attributes;
+  std::atomic<uint32_t> faults_active{0};  // any device has a fault set: the engine's one check
   std::atomic<uint32_t> next_incarnation{0};
   std::atomic<uint32_t> next_pd_id{0};
   pthread_mutex_t admin;  // robust; serializes slot reclaim and table allocation (cold)

@@ -324,6 +324,12 @@ int FaultsCommand(int argc, char** argv) {
     if (Has(options, "--down")) faults.down.store(1);
     if (Has(options, "--up")) faults.down.store(0);
   }
+  uint32_t active = 0;
+  for (uint32_t d = 0; d < header.device_count; ++d) {
+    const FaultSettings& faults = header.devices[d].faults;
+    active |= faults.drop_ppm.load() | faults.delay_us.load() | faults.down.load();
+  }
+  header.faults_active.store(active != 0 ? 1 : 0);
   PrintHuman(FabricJson(fabric, only), false);
   return 0;
 }

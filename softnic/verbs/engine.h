@@ -20,7 +20,8 @@ inline void LockQpInline(SoftQp* qp) {
 }
 
 Outcome Execute(SoftQp* qp, const WorkRequest& wr);
-int ValidateWorkRequest(const SoftQp* qp, const WorkRequest& wr);
+int ValidateWorkRequest(const SoftQp* qp, WorkRequest& wr);  // also sets wr.total_bytes
+int SubmitValidatedLocked(SoftQp* qp, const WorkRequest& wr);
 void CompleteSend(SoftQp* qp, const WorkRequest& wr, uint32_t slot, ibv_wc_status status,
                   uint32_t byte_len);
 void Finish(SoftQp* qp, const WorkRequest& wr, uint32_t slot, const Outcome& outcome);

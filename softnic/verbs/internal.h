@@ -149,6 +149,7 @@ struct WorkRequest {
   SoftAh* ah;
   uint32_t remote_qpn;
   uint32_t remote_qkey;
+  uint64_t total_bytes;  // filled in by validation
 };
 
 // Storage a WorkRequest can point into when it must outlive the caller's WR.
@@ -223,7 +224,10 @@ class Runtime {
  public:
   // The process's runtime, created on first use; nullptr (with *error) if the fabric
   // cannot be opened. The error is remembered and returned on every later call.
-  static Runtime* Get(std::string* error = nullptr);
+  static Runtime* Get(std::string* error = nullptr) {
+    Runtime* ready = ready_.load(std::memory_order_acquire);
+    return ready != nullptr ? ready : GetSlow(error);
+  }
 
   FabricHeader* fabric() const { return fabric_.header(); }
   const std::string& directory() const { return fabric_.directory(); }
@@ -237,7 +241,7 @@ class Runtime {
   void* MapRing(const ObjectRef& ref);
   // The address of an MR's first page in this process (cached per device and MR index).
   uint8_t* MrBase(uint32_t device, uint32_t index, const MrEntry& entry, uint32_t key) {
-    RemoteMrMapping& mapping = mr_maps_[device][index];
+    RemoteMrMapping& mapping = mr_map_tables_[device][index];
     if (mapping.key.load(std::memory_order_acquire) == key) return mapping.base;
     return MapMr(device, index, entry, key);
   }
@@ -263,7 +267,9 @@ class Runtime {
 
  private:
   Runtime() = default;
+  static Runtime* GetSlow(std::string* error);
   bool Init(std::string* error);
+  static inline std::atomic<Runtime*> ready_{nullptr};  // hot paths: one load, no call_once
   uint64_t MakeObjectIdFor(uint32_t serial) const;
   void StartProgressThread();
 
@@ -275,6 +281,7 @@ class Runtime {
   std::unordered_map<uint64_t, void*> ring_maps_;
   std::unordered_map<uint64_t, int> channel_writers_;
   std::unique_ptr<RemoteMrMapping[]> mr_maps_[kMaxDevices];  // allocated in Init
+  RemoteMrMapping* mr_map_tables_[kMaxDevices] = {};        // the same, for the hot path
   std::mutex progress_mutex_;
   bool progress_thread_started_ = false;
 };
@@ -313,7 +320,7 @@ void FlushRecvQueue(SoftQp* qp);
 // The send engine (send.cc) and the QP paths it needs. *Locked functions need qp->lock.
 void LockQp(SoftQp* qp);
 void UnlockQp(SoftQp* qp);
-int SubmitLocked(SoftQp* qp, const WorkRequest& wr);
+int SubmitLocked(SoftQp* qp, WorkRequest& wr);
 void CountDoorbellLocked(SoftQp* qp, uint32_t work_requests);
 bool ProgressQpLocked(SoftQp* qp);  // true while still stalled
 void SetQpErrorLocked(SoftQp* qp);  // state ERR, flush pending sends and receives

@@ -41,12 +41,13 @@ void Warn(const char* format, ...) {
   va_end(args);
 }
 
-Runtime* Runtime::Get(std::string* error) {
+Runtime* Runtime::GetSlow(std::string* error) {
   std::call_once(g_runtime_once, [] {
     auto* runtime = new Runtime;
     auto* message = new std::string;
     if (runtime->Init(message)) {
       g_runtime = runtime;
+      ready_.store(runtime, std::memory_order_release);
     } else {
       g_runtime_error = message;
       Warn("%s", message->c_str());
@@ -65,6 +66,7 @@ bool Runtime::Init(std::string* error) {
   random_state_.store(seed | 1);
   for (uint32_t d = 0; d < fabric()->device_count; ++d) {
     mr_maps_[d].reset(new RemoteMrMapping[kMaxMrsPerDevice]());
+    mr_map_tables_[d] = mr_maps_[d].get();
   }
   return AttachProcess(&fabric_, &self_, error);
 }

@@ -106,6 +106,22 @@ bool GatherSources(const FabricHeader& fabric, const SoftQp* qp, const WorkReque
 // message (HERD's request polling relies on this; memcpy alone may store in any order).
 void CopyOrdered(uint8_t* destination, const Piece* pieces, uint32_t count, uint64_t total) {
   constexpr uint64_t kTailBytes = 8;
+  if (count == 1 && total >= kTailBytes) {
+    // The common case (one SGE): body, fence, then the last 8 bytes as one store.
+    const uint8_t* source = pieces[0].address;
+    uint64_t body = total - kTailBytes;
+    std::memcpy(destination, source, body);
+    uint64_t word;
+    std::memcpy(&word, source + body, sizeof(word));
+    std::atomic_thread_fence(std::memory_order_release);
+    uint8_t* at = destination + body;
+    if ((reinterpret_cast<uintptr_t>(at) & (kTailBytes - 1)) == 0) {
+      __atomic_store_n(reinterpret_cast<uint64_t*>(at), word, __ATOMIC_RELEASE);
+    } else {
+      std::memcpy(at, &word, sizeof(word));
+    }
+    return;
+  }
   uint64_t body = total > kTailBytes ? total - kTailBytes : 0;
   uint64_t offset = 0;
   uint8_t tail[kTailBytes];
@@ -159,7 +175,7 @@ void CopyPieces(const Piece* to, uint32_t to_count, const Piece* from, uint32_t 
 }
 
 uint64_t Packets(uint64_t bytes, uint32_t mtu_bytes) {
-  return bytes == 0 ? 1 : (bytes + mtu_bytes - 1) / mtu_bytes;
+  return bytes <= mtu_bytes ? 1 : (bytes + mtu_bytes - 1) / mtu_bytes;
 }
 
 void CountTransfer(Runtime* runtime, const SoftQp* qp, uint32_t peer_device, uint64_t bytes) {
@@ -310,7 +326,7 @@ Outcome ExecuteRead(Runtime* runtime, SoftQp* qp, const WorkRequest& wr, const D
     if (local == nullptr) return Fail(IBV_WC_LOC_PROT_ERR);
     targets[count++] = Piece{local, wr.sg_list[i].length};
   }
-  uint64_t total = TotalBytes(wr);
+  uint64_t total = wr.total_bytes;
   uint8_t* remote = PeerBuffer(runtime, destination.device, wr.rkey, wr.remote_addr, total,
                                IBV_ACCESS_REMOTE_READ, destination.entry->pd_id);
   if (remote == nullptr) {
@@ -334,20 +350,22 @@ Outcome Execute(SoftQp* qp, const WorkRequest& wr) {
   if (destination == nullptr) {
     return reliable ? Stall(StallReason::kReceiverNotReady) : Lose(runtime, qp, kDroppedNoDestination);
   }
-  const DeviceEntry& local_device = fabric.devices[qp->device_index];
-  const DeviceEntry& remote_device = fabric.devices[destination->device];
-  if (local_device.faults.down.load(std::memory_order_relaxed) |
-      remote_device.faults.down.load(std::memory_order_relaxed)) {
-    // Every attempt is lost on the wire; RC then retries until retry_cnt runs out.
-    Outcome lost = Lose(runtime, qp, kDroppedDeviceDown);
-    return reliable ? Stall(StallReason::kReceiverNotReady) : lost;
-  }
-  if (!reliable && type == IBV_QPT_UD &&
+  if (type == IBV_QPT_UD &&
       destination->entry->qkey.load(std::memory_order_relaxed) != EffectiveQkey(qp, wr)) {
     return Lose(runtime, qp, kDroppedNoDestination);
   }
-  ApplyFaultDelay(local_device, remote_device);
-  if (!reliable && FaultDrops(local_device, remote_device)) return Lose(runtime, qp, kDroppedFault);
+  if (fabric.faults_active.load(std::memory_order_relaxed) != 0) {
+    const DeviceEntry& local_device = fabric.devices[qp->device_index];
+    const DeviceEntry& remote_device = fabric.devices[destination->device];
+    if (local_device.faults.down.load(std::memory_order_relaxed) |
+        remote_device.faults.down.load(std::memory_order_relaxed)) {
+      // Every attempt is lost on the wire; RC then retries until retry_cnt runs out.
+      Outcome lost = Lose(runtime, qp, kDroppedDeviceDown);
+      return reliable ? Stall(StallReason::kReceiverNotReady) : lost;
+    }
+    ApplyFaultDelay(local_device, remote_device);
+    if (!reliable && FaultDrops(local_device, remote_device)) return Lose(runtime, qp, kDroppedFault);
+  }
 
   switch (wr.opcode) {
     case IBV_WR_RDMA_READ: return ExecuteRead(runtime, qp, wr, *destination);
@@ -358,7 +376,7 @@ Outcome Execute(SoftQp* qp, const WorkRequest& wr) {
   Piece sources[kMaxPieces];
   uint32_t source_count = 0;
   if (!GatherSources(fabric, qp, wr, sources, &source_count)) return Fail(IBV_WC_LOC_PROT_ERR);
-  uint64_t total = TotalBytes(wr);
+  uint64_t total = wr.total_bytes;
   if (wr.opcode == IBV_WR_RDMA_WRITE || wr.opcode == IBV_WR_RDMA_WRITE_WITH_IMM) {
     uint8_t* remote = PeerBuffer(runtime, destination->device, wr.rkey, wr.remote_addr, total,
                                  IBV_ACCESS_REMOTE_WRITE, destination->entry->pd_id);
@@ -382,20 +400,18 @@ Outcome Execute(SoftQp* qp, const WorkRequest& wr) {
   return outcome;
 }
 
-int ValidateWorkRequest(const SoftQp* qp, const WorkRequest& wr) {
+int ValidateWorkRequest(const SoftQp* qp, WorkRequest& wr) {
   ibv_qp_type type = qp->ex.qp_base.qp_type;
   if (!AllowedOpcode(type, wr.opcode)) return EINVAL;
   if (wr.num_sge > qp->cap.max_send_sge) return EINVAL;
+  wr.total_bytes = TotalBytes(wr);
   bool atomic = wr.opcode == IBV_WR_ATOMIC_CMP_AND_SWP || wr.opcode == IBV_WR_ATOMIC_FETCH_AND_ADD;
   if (atomic && (wr.num_sge != 1 || wr.sg_list[0].length < sizeof(uint64_t))) return EINVAL;
   if (wr.send_flags & IBV_SEND_INLINE) {
     if (atomic || wr.opcode == IBV_WR_RDMA_READ) return EINVAL;
-    if (TotalBytes(wr) > qp->cap.max_inline_data) return EINVAL;
+    if (wr.total_bytes > qp->cap.max_inline_data) return EINVAL;
   }
-  if (type == IBV_QPT_UD) {
-    if (wr.ah == nullptr) return EINVAL;
-    if (TotalBytes(wr) > qp->path_mtu_bytes) return EINVAL;
-  }
+  if (type == IBV_QPT_UD && (wr.ah == nullptr || wr.total_bytes > qp->path_mtu_bytes)) return EINVAL;
   return 0;
 }
 
@@ -425,9 +441,12 @@ void Finish(SoftQp* qp, const WorkRequest& wr, uint32_t slot, const Outcome& out
   }
 }
 
-int SubmitLocked(SoftQp* qp, const WorkRequest& wr) {
+int SubmitLocked(SoftQp* qp, WorkRequest& wr) {
   int rc = ValidateWorkRequest(qp, wr);
-  if (rc != 0) return rc;
+  return rc != 0 ? rc : SubmitValidatedLocked(qp, wr);
+}
+
+int SubmitValidatedLocked(SoftQp* qp, const WorkRequest& wr) {
   uint32_t outstanding = qp->sq_posted - qp->sq_retired.load(std::memory_order_acquire);
   if (outstanding >= qp->cap.max_send_wr) return ENOMEM;
   uint32_t state = qp->entry->state.load(std::memory_order_acquire);

@@ -20,11 +20,13 @@ WorkRequest* Begin(ibv_qp_ex* ex, ibv_wr_opcode opcode) {
   }
   uint32_t index = batch.count++;
   WorkRequest* wr = &batch.wrs[index];
-  *wr = WorkRequest{};
   wr->wr_id = ex->wr_id;
-  wr->send_flags = ex->wr_flags;
   wr->opcode = opcode;
+  wr->send_flags = ex->wr_flags;
+  wr->imm_data = 0;
+  wr->num_sge = 0;
   wr->sg_list = &batch.sges[size_t{index} * batch.sges_per_wr];
+  wr->ah = nullptr;
   return wr;
 }
 
@@ -59,7 +61,7 @@ int WrComplete(ibv_qp_ex* ex) {
   if (rc == 0 && qp->stall != StallReason::kNone && !ProgressQpLocked(qp)) {
     Runtime::Get()->RemoveStalled(qp);
   }
-  for (uint32_t i = 0; rc == 0 && i < batch.count; ++i) rc = SubmitLocked(qp, batch.wrs[i]);
+  for (uint32_t i = 0; rc == 0 && i < batch.count; ++i) rc = SubmitValidatedLocked(qp, batch.wrs[i]);
   if (rc == 0 && batch.count != 0) CountDoorbellLocked(qp, batch.count);
   batch.count = 0;
   UnlockQp(qp);
@@ -176,8 +178,18 @@ void WrSetInlineDataList(ibv_qp_ex* ex, size_t count, const ibv_data_buf* buffer
 }
 
 void WrSetInlineData(ibv_qp_ex* ex, void* addr, size_t length) {
-  ibv_data_buf buffer{addr, length};
-  WrSetInlineDataList(ex, 1, &buffer);
+  WrBatch& batch = BatchOf(ex);
+  WorkRequest* wr = Current(ex);
+  if (wr == nullptr) return;
+  if (length > batch.inline_per_wr) {
+    batch.error = EINVAL;
+    return;
+  }
+  uint8_t* storage = &batch.inline_bytes[size_t{batch.count - 1} * batch.inline_per_wr];
+  std::memcpy(storage, addr, length);
+  const_cast<ibv_sge*>(wr->sg_list)[0] = ibv_sge{reinterpret_cast<uintptr_t>(storage), uint32_t(length), 0};
+  wr->num_sge = 1;
+  wr->send_flags |= IBV_SEND_INLINE;
 }
 
 }  // namespace
