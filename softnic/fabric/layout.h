@@ -66,12 +66,6 @@ enum Counter : uint32_t {
   kCqOverruns,
   kDoorbells,
   kWorkRequests,
-  // The PCIe/wire accounting hook (accounting.h) fills the rest once the model lands.
-  kPcieMmioLines,
-  kPcieDmaReadBytes,
-  kPcieDmaWriteBytes,
-  kWirePackets,
-  kWireBytes,
   kCounterCount
 };
 
@@ -80,8 +74,7 @@ inline constexpr const char* kCounterNames[] = {
     "dropped_no_recv",     "dropped_fault",     "dropped_device_down",
     "dropped_no_destination", "dropped_access",  "rnr_retries",
     "retry_exceeded",      "remote_access_errors", "cq_overruns",      "doorbells",
-    "work_requests",       "pcie_mmio_lines",   "pcie_dma_read_bytes", "pcie_dma_write_bytes",
-    "wire_packets",        "wire_bytes"};
+    "work_requests"};
 
 static_assert(sizeof(kCounterNames) / sizeof(kCounterNames[0]) == kCounterCount);
 

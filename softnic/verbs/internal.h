@@ -14,6 +14,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "softnic/fabric/accounting.h"
 #include "softnic/fabric/fabric.h"
 #include "softnic/fabric/layout.h"
 #include "softnic/fabric/process.h"
@@ -298,13 +299,6 @@ inline SoftQp* ToSoft(ibv_qp_ex* q) { return reinterpret_cast<SoftQp*>(q); }
 inline SoftSrq* ToSoft(ibv_srq* s) { return reinterpret_cast<SoftSrq*>(s); }
 inline SoftAh* ToSoft(ibv_ah* a) { return reinterpret_cast<SoftAh*>(a); }
 inline SoftChannel* ToSoft(ibv_comp_channel* c) { return reinterpret_cast<SoftChannel*>(c); }
-
-// Single-writer counter update: only this process writes its counter block.
-inline void Count(CounterBlock& block, Counter counter, uint64_t amount = 1) {
-  __atomic_store_n(&block.value[counter],
-                   __atomic_load_n(&block.value[counter], __ATOMIC_RELAXED) + amount,
-                   __ATOMIC_RELAXED);
-}
 
 uint64_t NowNs();
 uint32_t MtuBytes(ibv_mtu mtu);

@@ -174,18 +174,9 @@ void CopyPieces(const Piece* to, uint32_t to_count, const Piece* from, uint32_t 
   }
 }
 
-uint64_t Packets(uint64_t bytes, uint32_t mtu_bytes) {
-  return bytes <= mtu_bytes ? 1 : (bytes + mtu_bytes - 1) / mtu_bytes;
-}
-
 void CountTransfer(Runtime* runtime, const SoftQp* qp, uint32_t peer_device, uint64_t bytes) {
-  uint64_t packets = Packets(bytes, qp->path_mtu_bytes);
-  CounterBlock& mine = runtime->counters(qp->device_index);
-  Count(mine, kTxPackets, packets);
-  Count(mine, kTxBytes, bytes);
-  CounterBlock& peer = runtime->counters(peer_device);
-  Count(peer, kRxPackets, packets);
-  Count(peer, kRxBytes, bytes);
+  AccountTransfer(TransferShape{bytes, qp->path_mtu_bytes}, runtime->counters(qp->device_index),
+                  runtime->counters(peer_device));
 }
 
 // Responder side of a message that consumes a RECV: take one, or report none.
