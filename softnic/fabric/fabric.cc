@@ -2,6 +2,7 @@
 
 #include <dirent.h>
 #include <fcntl.h>
+#include <sys/file.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -19,6 +20,7 @@ namespace softnic {
 namespace {
 
 constexpr auto kCreationWait = std::chrono::seconds(5);
+constexpr int kReplaceAttempts = 3;
 constexpr size_t kMaxFabricNameBytes = 64;
 constexpr uint64_t kGuidPrefix = 0x0002c90300000000ull;  // a Mellanox-like OUI
 
@@ -68,6 +70,17 @@ bool ParseUnsigned(const char* text, uint64_t max, uint64_t* value) {
   unsigned long long parsed = std::strtoull(text, &end, 10);
   if (errno != 0 || *end != '\0' || parsed > max) return false;
   *value = parsed;
+  return true;
+}
+
+bool RemoveDirectoryContents(const std::string& directory) {
+  DIR* dir = opendir(directory.c_str());
+  if (dir == nullptr) return false;
+  while (dirent* entry = readdir(dir)) {
+    if (std::strcmp(entry->d_name, ".") == 0 || std::strcmp(entry->d_name, "..") == 0) continue;
+    unlinkat(dirfd(dir), entry->d_name, 0);
+  }
+  closedir(dir);
   return true;
 }
 
@@ -131,6 +144,7 @@ std::string FabricDirectory(const std::string& name) {
 
 Fabric::~Fabric() {
   if (header_ != nullptr) munmap(header_, sizeof(FabricHeader));
+  if (fd_ >= 0) close(fd_);
 }
 
 bool Fabric::Attach(const FabricOptions& options, Mode mode, std::string* error) {
@@ -142,15 +156,43 @@ bool Fabric::Attach(const FabricOptions& options, Mode mode, std::string* error)
   }
   name_ = options.name;
   directory_ = FabricDirectory(options.name);
-  if (mode != Mode::kOpenExisting) {
-    if (mkdir(directory_.c_str(), 0700) != 0 && errno != EEXIST) {
-      *error = Errno("cannot create fabric directory " + directory_, errno);
+  if (mode != Mode::kOpenExisting && mkdir(directory_.c_str(), 0700) != 0 && errno != EEXIST) {
+    *error = Errno("cannot create fabric directory " + directory_, errno);
+    return false;
+  }
+  for (int attempt = 0; attempt < kReplaceAttempts; ++attempt) {
+    if (mode != Mode::kOpenExisting) {
+      if (CreateFile(options, error)) return true;
+      if (!error->empty()) return false;
+      if (mode == Mode::kCreateNew) {
+        *error = "fabric '" + name_ + "' already exists (remove it with `softnic fabric rm --fabric " +
+                 name_ + "`)";
+        return false;
+      }
+    }
+    OpenResult result = OpenFile(error);
+    if (result == OpenResult::kOk) return true;
+    if (result == OpenResult::kFailed) return false;
+    if (mode == Mode::kOpenExisting) {
+      *error = "fabric '" + name_ + "' was made by another softnic version or never finished, and " +
+               "nobody uses it; remove it with `softnic fabric rm --fabric " + name_ + "`";
       return false;
     }
-    if (CreateFile(options, error)) return true;
-    if (mode == Mode::kCreateNew || !error->empty()) return false;
+    RemoveDirectoryContents(directory_);  // unused and unreadable by us: start afresh
   }
-  return OpenFile(error);
+  *error = "fabric '" + name_ + "' keeps changing under us (" + directory_ + ")";
+  return false;
+}
+
+bool Fabric::Map(int fd, std::string* error) {
+  void* map = mmap(nullptr, sizeof(FabricHeader), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  if (map == MAP_FAILED) {
+    *error = Errno("cannot map fabric " + directory_ + "/fabric", errno);
+    return false;
+  }
+  header_ = static_cast<FabricHeader*>(map);
+  fd_ = fd;
+  return true;
 }
 
 // Returns false with an empty *error when the fabric already exists.
@@ -165,19 +207,14 @@ bool Fabric::CreateFile(const FabricOptions& options, std::string* error) {
     *error = Errno("cannot create fabric " + path, errno);
     return false;
   }
-  if (ftruncate(fd, sizeof(FabricHeader)) != 0) {
-    *error = Errno("cannot size fabric " + path, errno);
+  flock(fd, LOCK_SH);
+  if (ftruncate(fd, sizeof(FabricHeader)) != 0 || !Map(fd, error)) {
+    if (error->empty()) *error = Errno("cannot size fabric " + path, errno);
     close(fd);
     return false;
   }
-  void* map = mmap(nullptr, sizeof(FabricHeader), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-  close(fd);
-  if (map == MAP_FAILED) {
-    *error = Errno("cannot map fabric " + path, errno);
-    return false;
-  }
   // The file is zero-filled, which is the initial state of every atomic and table entry.
-  auto* header = static_cast<FabricHeader*>(map);
+  FabricHeader* header = header_;
   header->layout_version = kFabricLayoutVersion;
   header->device_count = options.device_count;
   header->link_layer = options.link_layer;
@@ -188,11 +225,10 @@ bool Fabric::CreateFile(const FabricOptions& options, std::string* error) {
     InitDevice(&header->devices[i], i, options.name, options.link_layer);
   }
   header->magic.store(kFabricMagic, std::memory_order_release);
-  header_ = header;
   return true;
 }
 
-bool Fabric::OpenFile(std::string* error) {
+Fabric::OpenResult Fabric::OpenFile(std::string* error) {
   std::string path = directory_ + "/fabric";
   int fd = open(path.c_str(), O_RDWR | O_CLOEXEC);
   if (fd < 0) {
@@ -202,69 +238,49 @@ bool Fabric::OpenFile(std::string* error) {
     } else {
       *error = Errno("cannot open fabric " + path, errno);
     }
-    return false;
+    return OpenResult::kFailed;
   }
-  struct stat st {};
-  fstat(fd, &st);
-  if (static_cast<size_t>(st.st_size) != sizeof(FabricHeader)) {
-    // The creator may still be sizing the file; wait for it below via the magic.
-    auto deadline = std::chrono::steady_clock::now() + kCreationWait;
-    while (static_cast<size_t>(st.st_size) != sizeof(FabricHeader) &&
-           std::chrono::steady_clock::now() < deadline) {
-      std::this_thread::sleep_for(std::chrono::milliseconds(1));
-      fstat(fd, &st);
-    }
-    if (static_cast<size_t>(st.st_size) != sizeof(FabricHeader)) {
-      close(fd);
-      *error = "fabric " + path + " has size " + std::to_string(st.st_size) + ", expected " +
-               std::to_string(sizeof(FabricHeader)) +
-               " (made by another softnic version?); remove it with `softnic fabric rm --fabric " +
-               name_ + "`";
-      return false;
-    }
-  }
-  void* map = mmap(nullptr, sizeof(FabricHeader), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-  close(fd);
-  if (map == MAP_FAILED) {
-    *error = Errno("cannot map fabric " + path, errno);
-    return false;
-  }
-  auto* header = static_cast<FabricHeader*>(map);
+  flock(fd, LOCK_SH);
+  auto usable = [&] {
+    struct stat st {};
+    fstat(fd, &st);
+    if (static_cast<size_t>(st.st_size) != sizeof(FabricHeader)) return false;
+    uint32_t words[2];  // magic, layout_version: the first two fields of FabricHeader
+    if (pread(fd, words, sizeof(words), 0) != sizeof(words)) return false;
+    return words[0] == kFabricMagic && words[1] == kFabricLayoutVersion;
+  };
   auto deadline = std::chrono::steady_clock::now() + kCreationWait;
-  while (header->magic.load(std::memory_order_acquire) != kFabricMagic) {
+  while (!usable()) {
+    // Nobody else holds the file: it is a leftover (another version, or a creator that
+    // died half-way), not a fabric being made right now.
+    if (flock(fd, LOCK_EX | LOCK_NB) == 0) {
+      close(fd);
+      return OpenResult::kStaleUnused;
+    }
     if (std::chrono::steady_clock::now() >= deadline) {
-      munmap(map, sizeof(FabricHeader));
-      *error = "fabric " + path +
-               " was never completed by its creator; remove it with `softnic fabric rm --fabric " +
+      close(fd);
+      *error = "fabric " + path + " is in use but has a layout this softnic cannot read " +
+               "(another version?); stop its users or remove it with `softnic fabric rm --fabric " +
                name_ + "`";
-      return false;
+      return OpenResult::kFailed;
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(1));
   }
-  if (header->layout_version != kFabricLayoutVersion) {
-    *error = "fabric " + path + " has layout version " + std::to_string(header->layout_version) +
-             ", this softnic reads version " + std::to_string(kFabricLayoutVersion);
-    munmap(map, sizeof(FabricHeader));
-    return false;
+  if (!Map(fd, error)) {
+    close(fd);
+    return OpenResult::kFailed;
   }
-  header_ = header;
-  return true;
+  return OpenResult::kOk;
 }
 
 bool RemoveFabric(const std::string& name, std::string* error) {
   if (!ValidateFabricName(name, error)) return false;
   std::string directory = FabricDirectory(name);
-  DIR* dir = opendir(directory.c_str());
-  if (dir == nullptr) {
+  if (!RemoveDirectoryContents(directory)) {
     if (errno == ENOENT) return true;
     *error = Errno("cannot open " + directory, errno);
     return false;
   }
-  while (dirent* entry = readdir(dir)) {
-    if (std::strcmp(entry->d_name, ".") == 0 || std::strcmp(entry->d_name, "..") == 0) continue;
-    unlinkat(dirfd(dir), entry->d_name, 0);
-  }
-  closedir(dir);
   if (rmdir(directory.c_str()) != 0 && errno != ENOENT) {
     *error = Errno("cannot remove " + directory, errno);
     return false;

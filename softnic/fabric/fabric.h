@@ -42,10 +42,15 @@ class Fabric {
   const std::string& name() const { return name_; }
 
  private:
+  enum class OpenResult { kOk, kFailed, kStaleUnused };
   bool CreateFile(const FabricOptions& options, std::string* error);
-  bool OpenFile(std::string* error);
+  OpenResult OpenFile(std::string* error);
+  bool Map(int fd, std::string* error);
 
   FabricHeader* header_ = nullptr;
+  // Held open with a shared flock for as long as we are attached: a fabric file nobody
+  // holds is unused, so an incompatible or half-made one can be replaced safely.
+  int fd_ = -1;
   std::string directory_;
   std::string name_;
 };

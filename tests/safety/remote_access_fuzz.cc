@@ -344,7 +344,14 @@ int main() {
   if (pipe(to_requester) || pipe(to_target)) Die("pipe");
   pid_t target = fork();
   if (target < 0) Die("fork");
-  if (target == 0) std::_Exit(RunTarget(to_requester[1], to_target[0]));
+  if (target == 0) {
+    close(to_requester[0]);
+    close(to_target[1]);
+    std::_Exit(RunTarget(to_requester[1], to_target[0]));
+  }
+  // Only the peer holds the other ends, so its death is end-of-file here, never a hang.
+  close(to_requester[1]);
+  close(to_target[0]);
   int rc = RunRequester(to_requester[0], to_target[1], operations);
   if (rc != 0) kill(target, SIGKILL);
   int status = 0;
