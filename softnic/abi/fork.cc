@@ -1,12 +1,11 @@
 // Fork support. On a hardware NIC, ibv_fork_init makes registered pages MADV_DONTFORK:
 // otherwise, after fork(), copy-on-write gives the parent's next write to a pinned
 // buffer a fresh page while the NIC keeps DMA-ing to the old one, and data is silently
-// lost. softnic has neither pinning nor DMA: ibv_reg_mr moves a region's pages into a
-// shared-memory object mapped MAP_SHARED, and peers reach it through that object.
-// MAP_SHARED pages are never copied on write, so after fork() the parent's addresses
-// and every peer's view still name the same memory. Hence IBV_FORK_UNNEEDED, the
-// status rdma-core reports for kernels with copy-on-fork for pinned pages, and nothing
-// to do per range. (The child shares, rather than loses, the registered pages.)
+// lost. Current kernels instead copy pinned pages into the child at fork time, and
+// rdma-core then reports IBV_FORK_UNNEEDED. softnic gives the same semantics: the parent
+// keeps its shared-memory anchors (peers still reach them), and a fork handler
+// (verbs/memory.cc) gives the child private copies before fork() returns. Nothing to do
+// per range.
 #include "softnic/abi/private_api.h"
 
 extern "C" int ibv_fork_init(void) { return 0; }

@@ -300,6 +300,10 @@ inline SoftSrq* ToSoft(ibv_srq* s) { return reinterpret_cast<SoftSrq*>(s); }
 inline SoftAh* ToSoft(ibv_ah* a) { return reinterpret_cast<SoftAh*>(a); }
 inline SoftChannel* ToSoft(ibv_comp_channel* c) { return reinterpret_cast<SoftChannel*>(c); }
 
+void PrepareForkAnchors();
+void ParentAfterForkAnchors();
+void ChildAfterForkAnchors();
+
 uint64_t NowNs();
 uint32_t MtuBytes(ibv_mtu mtu);
 int32_t FindDeviceByAddress(const FabricHeader& fabric, const ibv_ah_attr& attr);

@@ -6,6 +6,8 @@
 // once, when it first meets the key, and from then on reaches the memory with plain loads
 // and stores. Pages already anchored by an earlier registration are reused, never moved
 // again, so overlapping registrations see one copy of the data.
+#include <fcntl.h>
+#include <poll.h>
 #include <sys/mman.h>
 #include <unistd.h>
 
@@ -186,6 +188,57 @@ ibv_mr* RegisterMr(ibv_pd* pd, void* addr, size_t length, uint64_t iova, unsigne
 }
 
 }  // namespace
+
+// fork() semantics of a modern kernel, which copies pinned pages into the child inside
+// fork(): the child gets private copies of every anchored range instead of sharing them
+// with the parent (and every peer). The parent holds anchors_mutex across fork, so the map
+// is whole, and waits until the child has copied, so its own later writes stay its own.
+namespace {
+int g_fork_pipe[2] = {-1, -1};
+constexpr int kForkCopyWaitMs = 10000;
+}  // namespace
+
+void PrepareForkAnchors() {
+  Runtime* runtime = Runtime::Get();
+  if (runtime == nullptr) return;
+  runtime->anchors_mutex.lock();
+  if (!runtime->anchors.empty() && pipe2(g_fork_pipe, O_CLOEXEC) != 0) g_fork_pipe[0] = g_fork_pipe[1] = -1;
+}
+
+void ParentAfterForkAnchors() {
+  Runtime* runtime = Runtime::Get();
+  if (runtime == nullptr) return;
+  if (g_fork_pipe[0] >= 0) {
+    close(g_fork_pipe[1]);  // without a child, the read below sees end-of-file at once
+    pollfd done{g_fork_pipe[0], POLLIN, 0};
+    char byte;
+    if (poll(&done, 1, kForkCopyWaitMs) > 0) [[maybe_unused]] ssize_t n = read(g_fork_pipe[0], &byte, 1);
+    close(g_fork_pipe[0]);
+    g_fork_pipe[0] = g_fork_pipe[1] = -1;
+  }
+  runtime->anchors_mutex.unlock();
+}
+
+void ChildAfterForkAnchors() {
+  Runtime* runtime = Runtime::Get();
+  if (runtime == nullptr) return;
+  for (const auto& [start, anchor] : runtime->anchors) {
+    size_t bytes = anchor.end - start;
+    void* copy = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (copy == MAP_FAILED) continue;
+    std::memcpy(copy, reinterpret_cast<void*>(start), bytes);
+    mremap(copy, bytes, bytes, MREMAP_MAYMOVE | MREMAP_FIXED, reinterpret_cast<void*>(start));
+  }
+  runtime->anchors.clear();
+  if (g_fork_pipe[1] >= 0) {
+    [[maybe_unused]] ssize_t n = write(g_fork_pipe[1], "c", 1);
+    close(g_fork_pipe[0]);
+    close(g_fork_pipe[1]);
+    g_fork_pipe[0] = g_fork_pipe[1] = -1;
+  }
+  runtime->anchors_mutex.unlock();
+}
+
 }  // namespace softnic
 
 using namespace softnic;

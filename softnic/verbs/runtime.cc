@@ -64,6 +64,7 @@ bool Runtime::Init(std::string* error) {
   uint64_t seed = 0;
   if (getrandom(&seed, sizeof(seed), 0) != sizeof(seed)) seed = NowNs() ^ uint64_t(getpid());
   random_state_.store(seed | 1);
+  pthread_atfork(PrepareForkAnchors, ParentAfterForkAnchors, ChildAfterForkAnchors);
   for (uint32_t d = 0; d < fabric()->device_count; ++d) {
     mr_maps_[d].reset(new RemoteMrMapping[kMaxMrsPerDevice]());
     mr_map_tables_[d] = mr_maps_[d].get();
