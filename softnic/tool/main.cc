@@ -151,9 +151,15 @@ nlohmann::json DeviceJson(const FabricHeader& header, uint32_t d) {
   json["faults"] = {{"drop_probability", device.faults.drop_ppm.load() / 1e6},
                     {"delay_us", device.faults.delay_us.load()},
                     {"down", device.faults.down.load() != 0}};
+  // Entries of a process that died stay in the tables until its slot is reused; they
+  // are gone for every peer already, so they are not counted.
   uint32_t qps = 0, mrs = 0;
-  for (const QpEntry& qp : device.qps) qps += qp.qpn.load() != 0;
-  for (const MrEntry& mr : device.mrs) mrs += mr.key.load() != 0;
+  for (const QpEntry& qp : device.qps) {
+    qps += qp.qpn.load() != 0 && ProcessAlive(header, qp.owner_slot, qp.owner_incarnation);
+  }
+  for (const MrEntry& mr : device.mrs) {
+    mrs += mr.key.load() != 0 && ProcessAlive(header, mr.owner_slot, mr.owner_incarnation);
+  }
   json["qps"] = qps;
   json["mrs"] = mrs;
   for (uint32_t c = 0; c < kCounterCount; ++c) json["counters"][kCounterNames[c]] = counters[c];
