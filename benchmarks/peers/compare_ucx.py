@@ -3,7 +3,8 @@
 UCT posix) and against the cross-core cache-line floor, side by side in one run.
 
 Every measurement is a server and a client pinned to two different cores (taskset),
-repeated --runs times (default 3); the median run is reported. Prints a table
+repeated --runs times (default 3) in paired rounds (softnic and UCX alternate); the
+median run of each side and the median of the per-round ratios are reported. Prints a table
 (metric, softnic, ucx, ratio, target, met?) and, with --out FILE, one JSON document
 (schema_version, context with host info and tool versions, every command used).
 
@@ -190,28 +191,27 @@ class Runner:
     def ucx_env(self) -> dict[str, str]:
         return dict(os.environ, UCX_TLS=UCX_TLS)
 
-    def measure(self, which: str, s: Side) -> dict:
-        """Runs one side --runs times; returns median, per-run values, commands, errors."""
-        values, errors, cmds = [], [], None
-        for _ in range(self.a.runs):
-            port = pairrun.free_port()
-            if which == "softnic":
-                server, client = self.softnic_cmds(s, port)
-                env = self.softnic_env()
-            else:
-                server, client = self.ucx_cmds(s, port)
-                env = self.ucx_env()
-            cmds = {"server": server, "client": client}
-            r = pairrun.run_pair(server, client, port, env, PAIR_TIMEOUT_S)
-            if not r.ok:
-                errors.append(r.describe())
-                continue
-            try:
-                values.append(s.parse(r.client.output))
-            except ParseError as e:
-                errors.append(f"{e}\n{r.describe()}")
-        return {"median": statistics.median(values) if values else None, "runs": values,
-                "commands": cmds, "errors": errors}
+    def measure_once(self, which: str, s: Side, record: dict) -> float | None:
+        """Runs one pair once; appends its value (or error) to record; returns the value."""
+        port = pairrun.free_port()
+        if which == "softnic":
+            server, client = self.softnic_cmds(s, port)
+            env = self.softnic_env()
+        else:
+            server, client = self.ucx_cmds(s, port)
+            env = self.ucx_env()
+        record["commands"] = {"server": server, "client": client}
+        r = pairrun.run_pair(server, client, port, env, PAIR_TIMEOUT_S)
+        if not r.ok:
+            record["errors"].append(r.describe())
+            return None
+        try:
+            value = s.parse(r.client.output)
+        except ParseError as e:
+            record["errors"].append(f"{e}\n{r.describe()}")
+            return None
+        record["runs"].append(value)
+        return value
 
     def floor(self) -> dict:
         argv = [self.a.cacheline, "--cores", f"{self.a.server_core},{self.a.client_core}", "--json"]
@@ -329,15 +329,30 @@ def main() -> int:
     try:
         for m in metrics(a):
             res = {"id": m.id, "unit": m.unit, "better": m.better}
-            for which, side in (("softnic", m.softnic), ("ucx", m.ucx)):
-                if which in a.skip:
-                    res[which] = None
-                    continue
-                print(f"  measuring {m.id} on {which}", file=sys.stderr, flush=True)
-                res[which] = runner.measure(which, side)
+            sides = {"softnic": m.softnic, "ucx": m.ucx}
+            for which in sides:
+                res[which] = None if which in a.skip else {"runs": [], "errors": [], "commands": None}
+            # Paired rounds: the two sides alternate (order flipped every round), so a
+            # change in the machine (a VM's vCPUs moving) hits both sides of a round alike.
+            paired = []
+            for round_index in range(a.runs):
+                order = ("softnic", "ucx") if round_index % 2 == 0 else ("ucx", "softnic")
+                values = {}
+                for which in order:
+                    if res[which] is None:
+                        continue
+                    print(f"  measuring {m.id} on {which} (round {round_index + 1})", file=sys.stderr, flush=True)
+                    values[which] = runner.measure_once(which, sides[which], res[which])
+                paired.append(ratio_of(values.get("softnic"), values.get("ucx")))
+            for which in sides:
+                if res[which] is not None:
+                    runs = res[which]["runs"]
+                    res[which]["median"] = statistics.median(runs) if runs else None
             s = res["softnic"]["median"] if res["softnic"] else None
             u = res["ucx"]["median"] if res["ucx"] else None
-            res["ratio_softnic_over_ucx"] = ratio_of(s, u)
+            round_ratios = [r for r in paired if r is not None]
+            res["round_ratios"] = round_ratios
+            res["ratio_softnic_over_ucx"] = statistics.median(round_ratios) if round_ratios else None
             res["target"] = None if m.target_ratio is None else \
                 {"op": "<=" if m.better == "lower" else ">=", "ratio": m.target_ratio}
             res["met"] = None if res["ratio_softnic_over_ucx"] is None else m.met(res["ratio_softnic_over_ucx"])
