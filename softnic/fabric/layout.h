@@ -13,7 +13,7 @@
 namespace softnic {
 
 constexpr uint32_t kFabricMagic = 0x534e4943;  // "SNIC"
-constexpr uint32_t kFabricLayoutVersion = 1;
+constexpr uint32_t kFabricLayoutVersion = 2;  // bump with every change to this file's shared structs
 constexpr uint32_t kMaxDevices = 16;
 constexpr uint32_t kDefaultDevices = 2;
 constexpr uint32_t kMaxProcesses = 128;
@@ -116,12 +116,9 @@ struct QpEntry {
   ObjectRef recv_cq;
 };
 
-enum class SegmentKind : uint32_t { kAnchor = 1, kSysV = 2 };
-
+// A run of registered pages: a slice of one anchor object (verbs/memory.cc).
 struct MrSegment {
-  SegmentKind kind = SegmentKind::kAnchor;
-  int32_t sysv_id = -1;
-  uint64_t object_id = 0;      // kAnchor: the object holding these pages
+  uint64_t object_id = 0;      // the anchor object holding these pages
   uint64_t object_offset = 0;  // byte offset of the first page inside the object
   uint64_t bytes = 0;          // page multiple; segments are contiguous in address order
 };

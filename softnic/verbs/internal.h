@@ -308,7 +308,7 @@ uint64_t NowNs();
 uint32_t MtuBytes(ibv_mtu mtu);
 int32_t FindDeviceByAddress(const FabricHeader& fabric, const ibv_ah_attr& attr);
 
-// Cold-path diagnostics to stderr, once per distinct message site when SOFTNIC_DEBUG unset.
+// Cold-path diagnostics to stderr, prefixed "softnic: " (errors a caller sees only as errno).
 void Warn(const char* format, ...) __attribute__((format(printf, 1, 2)));
 
 // Completion-queue operations shared by the data path (cq.cc).

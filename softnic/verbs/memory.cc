@@ -100,7 +100,6 @@ bool AnchorRange(Runtime* runtime, uintptr_t page_begin, uintptr_t page_end, MrE
     Anchor& anchor = anchors[anchor_start];
     uintptr_t segment_end = std::min<uintptr_t>(anchor.end, page_end);
     MrSegment& segment = entry->segments[entry->segment_count++];
-    segment.kind = SegmentKind::kAnchor;
     segment.object_id = anchor.object_id;
     segment.object_offset = cursor - anchor_start;
     segment.bytes = segment_end - cursor;
