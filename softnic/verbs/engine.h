@@ -2,6 +2,8 @@
 // (peers, faults, stalled-WR retries) and wr_api.cc (the ibv_wr_* batch).
 #pragma once
 
+#include <cstring>
+
 #include "softnic/verbs/internal.h"
 
 namespace softnic {
@@ -20,6 +22,39 @@ inline void LockQpInline(SoftQp* qp) {
 }
 
 Outcome Execute(SoftQp* qp, const WorkRequest& wr);
+
+// The fast path (send_fast.cc): a single-SGE RDMA WRITE on a connected QP.
+struct FastWrite {
+  uint64_t wr_id;
+  uint32_t send_flags;
+  ibv_sge sge;
+  uint64_t remote_addr;
+  uint32_t rkey;
+};
+enum class FastResult : uint8_t { kDone, kSlowPath };
+FastResult TryFastWrite(SoftQp* qp, const FastWrite& w);
+
+// Copies one contiguous source so that its last 8 bytes are stored last, after a release
+// fence: a responder polling them and seeing the new value sees the whole message (HERD's
+// request polling relies on this; memcpy alone may store in any order).
+inline void CopyOrderedSingle(uint8_t* destination, const uint8_t* source, uint64_t bytes) {
+  constexpr uint64_t kTailBytes = 8;
+  if (bytes < kTailBytes) {
+    std::memcpy(destination, source, bytes);
+    return;
+  }
+  uint64_t body = bytes - kTailBytes;
+  std::memcpy(destination, source, body);
+  uint64_t word;
+  std::memcpy(&word, source + body, sizeof(word));
+  std::atomic_thread_fence(std::memory_order_release);
+  uint8_t* at = destination + body;
+  if ((reinterpret_cast<uintptr_t>(at) & (kTailBytes - 1)) == 0) {
+    __atomic_store_n(reinterpret_cast<uint64_t*>(at), word, __ATOMIC_RELEASE);
+  } else {
+    std::memcpy(at, &word, sizeof(word));
+  }
+}
 int ValidateWorkRequest(const SoftQp* qp, WorkRequest& wr);  // also sets wr.total_bytes
 int SubmitValidatedLocked(SoftQp* qp, const WorkRequest& wr);
 void CompleteSend(SoftQp* qp, const WorkRequest& wr, uint32_t slot, ibv_wc_status status,

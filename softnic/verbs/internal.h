@@ -134,6 +134,16 @@ struct Destination {
   Ring recv_cq;
 };
 
+// A key's translation, cached per QP by the fast path (send_fast.cc): valid while the
+// MR table entry still holds `key`.
+struct KeyTranslation {
+  uint32_t key = 0;
+  const MrEntry* entry = nullptr;
+  uint64_t first = 0;   // first valid address (the iova)
+  uint64_t length = 0;
+  uint64_t bias = 0;    // local address = address + bias (mod 2^64)
+};
+
 // A send WR in the engine's one form, whether it came from ibv_post_send, the ibv_wr_*
 // API, or a stalled copy awaiting retry.
 struct WorkRequest {
@@ -194,6 +204,8 @@ struct SoftQp {
   int32_t dest_device;     // connected QPs: the device attr.ah_attr names, -1 if none
   Destination connected;   // connected QPs: resolved on first use, refreshed if the peer goes
   Destination ud_cache[kUdDestinationCacheEntries];
+  KeyTranslation remote_key;  // fast path: the last rkey written to
+  KeyTranslation local_key;   // fast path: the last lkey read from
 
   std::atomic_flag lock = ATOMIC_FLAG_INIT;  // post_send (mlx5 takes the same per-QP lock)
   uint32_t sq_posted;

@@ -101,25 +101,11 @@ bool GatherSources(const FabricHeader& fabric, const SoftQp* qp, const WorkReque
   return true;
 }
 
-// Copies pieces into one contiguous range so that its last 8 bytes are stored last, after
-// a release fence: a responder polling them and seeing the new value sees the whole
-// message (HERD's request polling relies on this; memcpy alone may store in any order).
+// Copies pieces into one contiguous range, its last 8 bytes last (see CopyOrderedSingle).
 void CopyOrdered(uint8_t* destination, const Piece* pieces, uint32_t count, uint64_t total) {
   constexpr uint64_t kTailBytes = 8;
-  if (count == 1 && total >= kTailBytes) {
-    // The common case (one SGE): body, fence, then the last 8 bytes as one store.
-    const uint8_t* source = pieces[0].address;
-    uint64_t body = total - kTailBytes;
-    std::memcpy(destination, source, body);
-    uint64_t word;
-    std::memcpy(&word, source + body, sizeof(word));
-    std::atomic_thread_fence(std::memory_order_release);
-    uint8_t* at = destination + body;
-    if ((reinterpret_cast<uintptr_t>(at) & (kTailBytes - 1)) == 0) {
-      __atomic_store_n(reinterpret_cast<uint64_t*>(at), word, __ATOMIC_RELEASE);
-    } else {
-      std::memcpy(at, &word, sizeof(word));
-    }
+  if (count == 1) {
+    CopyOrderedSingle(destination, pieces[0].address, total);
     return;
   }
   uint64_t body = total > kTailBytes ? total - kTailBytes : 0;
@@ -501,6 +487,11 @@ int PostSendOp(ibv_qp* ibqp, ibv_send_wr* wr, ibv_send_wr** bad_wr) {
   int rc = 0;
   uint32_t posted = 0;
   for (; wr != nullptr; wr = wr->next, ++posted) {
+    if (wr->opcode == IBV_WR_RDMA_WRITE && wr->num_sge == 1 && !ud &&
+        TryFastWrite(qp, FastWrite{wr->wr_id, wr->send_flags, wr->sg_list[0], wr->wr.rdma.remote_addr,
+                                   wr->wr.rdma.rkey}) == FastResult::kDone) {
+      continue;
+    }
     WorkRequest w = FromSendWr(wr);
     if (ud) {
       w.ah = wr->wr.ud.ah ? ToSoft(wr->wr.ud.ah) : nullptr;

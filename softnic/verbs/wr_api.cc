@@ -61,7 +61,16 @@ int WrComplete(ibv_qp_ex* ex) {
   if (rc == 0 && qp->stall != StallReason::kNone && !ProgressQpLocked(qp)) {
     Runtime::Get()->RemoveStalled(qp);
   }
-  for (uint32_t i = 0; rc == 0 && i < batch.count; ++i) rc = SubmitValidatedLocked(qp, batch.wrs[i]);
+  bool connected = qp->ex.qp_base.qp_type != IBV_QPT_UD;
+  for (uint32_t i = 0; rc == 0 && i < batch.count; ++i) {
+    const WorkRequest& wr = batch.wrs[i];
+    if (connected && wr.opcode == IBV_WR_RDMA_WRITE && wr.num_sge == 1 &&
+        TryFastWrite(qp, FastWrite{wr.wr_id, wr.send_flags, wr.sg_list[0], wr.remote_addr, wr.rkey}) ==
+            FastResult::kDone) {
+      continue;
+    }
+    rc = SubmitValidatedLocked(qp, wr);
+  }
   if (rc == 0 && batch.count != 0) CountDoorbellLocked(qp, batch.count);
   batch.count = 0;
   UnlockQp(qp);
