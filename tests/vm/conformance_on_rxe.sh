@@ -1,0 +1,16 @@
+#!/usr/bin/env bash
+# Runs the conformance suite inside the Soft-RoCE VM against rxe0/rxe1, excluding the
+# documented differences in rxe_differences.txt: every other test must pass on rxe.
+# Usage: tests/vm/conformance_on_rxe.sh [BUILD_DIR]   (default: build)
+set -euo pipefail
+root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
+build=${1:-build}
+cd "$root"
+binary=$build/bin/conformance
+[[ -x $binary ]] || { echo "conformance_on_rxe: $binary not built (cmake --build $build --target conformance)" >&2; exit 2; }
+
+excluded=$(grep -v '^\s*#' tests/vm/rxe_differences.txt | grep -v '^\s*$' | sed 's/ | .*//' | paste -sd: -)
+echo "conformance_on_rxe: excluding $(grep -cv '^\s*#\|^\s*$' tests/vm/rxe_differences.txt) documented differences (tests/vm/rxe_differences.txt)"
+# The guest's IPv4 GID index is in $RXE_GID_INDEX (set by the guest init).
+exec scripts/rxe-vm -t 900 -f "$binary" -- sh -c \
+  "RDMALAB_DEVICE=rxe0 RDMALAB_PEER_DEVICE=rxe1 RDMALAB_GID_INDEX=\$RXE_GID_INDEX $binary --gtest_filter='-$excluded'"
