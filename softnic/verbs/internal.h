@@ -5,6 +5,7 @@
 #include <infiniband/verbs.h>
 
 #include <atomic>
+#include <condition_variable>
 #include <cstdint>
 #include <deque>
 #include <map>
@@ -272,6 +273,7 @@ class Runtime {
 
   // QPs with stalled send queues, retried by poll_cq, get_cq_event and the progress thread.
   std::mutex stalled_mutex;
+  std::condition_variable stalled_cv;  // the progress thread waits here while none is stalled
   std::vector<SoftQp*> stalled;
   std::atomic<uint32_t> stalled_count{0};
   void AddStalled(SoftQp* qp);     // caller holds the QP lock

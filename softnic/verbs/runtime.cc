@@ -164,6 +164,7 @@ void Runtime::AddStalled(SoftQp* qp) {
     stalled.push_back(qp);
     stalled_count.store(static_cast<uint32_t>(stalled.size()), std::memory_order_release);
   }
+  stalled_cv.notify_one();
   StartProgressThread();
 }
 
@@ -200,18 +201,19 @@ void Runtime::ProgressStalled() {
 
 // Retries stalled send queues while nothing else in the process calls into softnic (a
 // requester that waits on a socket or in a sleep still sees its RNR retries happen).
+// Sleeps on stalled_cv while no send queue is stalled.
 void Runtime::StartProgressThread() {
   std::lock_guard<std::mutex> lock(progress_mutex_);
   if (progress_thread_started_) return;
   progress_thread_started_ = true;
   std::thread([this] {
+    std::unique_lock<std::mutex> lock(stalled_mutex);
     for (;;) {
+      stalled_cv.wait(lock, [this] { return !stalled.empty(); });
+      lock.unlock();
       std::this_thread::sleep_for(kProgressInterval);
-      if (stalled_count.load(std::memory_order_acquire) != 0) {
-        ProgressStalled();
-      } else {
-        std::this_thread::sleep_for(kProgressInterval * 10);
-      }
+      ProgressStalled();
+      lock.lock();
     }
   }).detach();
 }
