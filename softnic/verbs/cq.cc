@@ -150,20 +150,12 @@ SoftCq* CreateCq(ibv_context* context, uint32_t entries, ibv_comp_channel* chann
   }
   uint32_t capacity = RoundUpPowerOfTwo(std::max<uint32_t>(entries + 1, 2));
   auto* cq = new SoftCq{};
-  cq->object.id = runtime->NewObjectId();
-  cq->object.bytes = RingBytes(capacity, sizeof(Cqe));
-  int fd = CreateObject(runtime->directory(), cq->object.id, cq->object.bytes);
-  void* map = fd < 0 ? MAP_FAILED
-                     : mmap(nullptr, cq->object.bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-  int err = errno;
-  if (fd >= 0) close(fd);
-  if (map == MAP_FAILED) {
-    RemoveObject(runtime->directory(), cq->object.id);
+  if (!runtime->CreateRing(capacity, sizeof(Cqe), &cq->object, &cq->ring)) {
+    int err = errno;
     delete cq;
     errno = err;
     return nullptr;
   }
-  cq->ring = Ring::Format(map, capacity, sizeof(Cqe));
   SoftContext* soft_context = ToSoft(context);
   cq->device_index = soft_context->device_index;
   cq->channel = channel ? ToSoft(channel) : nullptr;

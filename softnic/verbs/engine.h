@@ -34,6 +34,19 @@ struct FastWrite {
 enum class FastResult : uint8_t { kDone, kSlowPath };
 FastResult TryFastWrite(SoftQp* qp, const FastWrite& w);
 
+// Key checks (send.cc): a translation is valid for [first, first + length) while its MR
+// table entry still holds the key.
+bool TranslateKey(Runtime* runtime, uint32_t device, uint32_t key, uint32_t needed_access,
+                  uint32_t pd_id, bool local, KeyTranslation* out);
+
+inline uint8_t* LookupKey(const KeyTranslation& t, uint32_t key, uint64_t address, uint64_t bytes) {
+  if (t.key != key || t.entry == nullptr || t.entry->key.load(std::memory_order_acquire) != key) {
+    return nullptr;
+  }
+  if (address < t.first || bytes > t.length || address - t.first > t.length - bytes) return nullptr;
+  return reinterpret_cast<uint8_t*>(address + t.bias);
+}
+
 // Copies one contiguous source so that its last 8 bytes are stored last, after a release
 // fence: a responder polling them and seeing the new value sees the whole message (HERD's
 // request polling relies on this; memcpy alone may store in any order).

@@ -251,6 +251,8 @@ class Runtime {
   uint64_t NewObjectId() { return MakeObjectIdFor(next_serial_.fetch_add(1) + 1); }
   uint32_t RandomBits();
 
+  // Creates and maps a new ring object of this process (CQ, RQ, SRQ). False with errno.
+  bool CreateRing(uint32_t capacity, uint32_t payload_bytes, ObjectRef* object, Ring* ring);
   // Maps a ring object (cached per object id). Null on failure.
   void* MapRing(const ObjectRef& ref);
   // The address of an MR's first page in this process (cached per device and MR index).

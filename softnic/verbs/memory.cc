@@ -27,6 +27,12 @@ constexpr uint32_t kSupportedAccess = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE
                                       IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_ATOMIC |
                                       IBV_ACCESS_RELAXED_ORDERING | IBV_ACCESS_OPTIONAL_RANGE;
 
+// Remote write and atomic access need local write too (IB spec, as every provider checks).
+bool ValidAccess(unsigned access) {
+  return (access & ~kSupportedAccess) == 0 &&
+         (!(access & (IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_ATOMIC)) || (access & IBV_ACCESS_LOCAL_WRITE));
+}
+
 uintptr_t PageDown(uintptr_t address) { return address & ~(uintptr_t{kPageBytes} - 1); }
 uintptr_t PageUp(uintptr_t address) { return PageDown(address + kPageBytes - 1); }
 
@@ -130,9 +136,7 @@ int32_t ClaimMrIndex(DeviceEntry* device) {
 }
 
 ibv_mr* RegisterMr(ibv_pd* pd, void* addr, size_t length, uint64_t iova, unsigned access) {
-  if ((access & ~kSupportedAccess) != 0 ||
-      ((access & (IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_ATOMIC)) &&
-       !(access & IBV_ACCESS_LOCAL_WRITE))) {
+  if (!ValidAccess(access)) {
     errno = EINVAL;
     return nullptr;
   }
@@ -288,13 +292,11 @@ int ibv_rereg_mr(ibv_mr* mr, int flags, ibv_pd* pd, void*, size_t, int access) {
     return IBV_REREG_MR_ERR_INPUT;
   }
   if (flags & IBV_REREG_MR_CHANGE_ACCESS) {
-    unsigned a = unsigned(access);
-    if ((a & ~kSupportedAccess) ||
-        ((a & (IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_ATOMIC)) && !(a & IBV_ACCESS_LOCAL_WRITE))) {
+    if (!ValidAccess(unsigned(access))) {
       errno = EINVAL;
       return IBV_REREG_MR_ERR_INPUT;
     }
-    entry.access = a;
+    entry.access = unsigned(access);
   }
   if (flags & IBV_REREG_MR_CHANGE_PD) {
     entry.pd_id = ToSoft(pd)->pd_id;

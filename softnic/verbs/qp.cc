@@ -76,25 +76,10 @@ TypeIndex IndexOf(ibv_qp_type type) {
   return type == IBV_QPT_RC ? kRc : type == IBV_QPT_UC ? kUc : kUd;
 }
 
-// Formats a new receive ring object; fills *object. Null with errno on failure.
-void* CreateRecvRing(Runtime* runtime, uint32_t max_wr, uint32_t max_sge, ObjectRef* object,
-                     Ring* ring) {
+// A QP's own receive ring, sized for max_wr WQEs of max_sge SGEs. False with errno.
+bool CreateRecvRing(Runtime* runtime, uint32_t max_wr, uint32_t max_sge, ObjectRef* object, Ring* ring) {
   uint32_t capacity = RoundUpPowerOfTwo(std::max<uint32_t>(max_wr, 1));
-  uint32_t payload = RecvWqeBytes(std::max<uint32_t>(max_sge, 1));
-  object->id = runtime->NewObjectId();
-  object->bytes = RingBytes(capacity, payload);
-  int fd = CreateObject(runtime->directory(), object->id, object->bytes);
-  if (fd < 0) return nullptr;
-  void* map = mmap(nullptr, object->bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-  int err = errno;
-  close(fd);
-  if (map == MAP_FAILED) {
-    RemoveObject(runtime->directory(), object->id);
-    errno = err;
-    return nullptr;
-  }
-  *ring = Ring::Format(map, capacity, payload);
-  return map;
+  return runtime->CreateRing(capacity, RecvWqeBytes(std::max<uint32_t>(max_sge, 1)), object, ring);
 }
 
 int32_t ClaimQpIndex(DeviceEntry* device) {
@@ -158,8 +143,8 @@ ibv_qp* CreateQpExOp(ibv_context* context, ibv_qp_init_attr_ex* attr) {
     entry.recv_sge_capacity = qp->srq->max_sge;
     entry.uses_srq = 1;
   } else {
-    if (CreateRecvRing(runtime, qp->cap.max_recv_wr, qp->cap.max_recv_sge, &qp->recv_object,
-                       &qp->recv_ring) == nullptr) {
+    if (!CreateRecvRing(runtime, qp->cap.max_recv_wr, qp->cap.max_recv_sge, &qp->recv_object,
+                        &qp->recv_ring)) {
       int err = errno;
       entry.qpn.store(0, std::memory_order_release);
       delete qp;

@@ -100,20 +100,12 @@ ibv_srq* ibv_create_srq(ibv_pd* pd, ibv_srq_init_attr* attr) {
   auto* srq = new SoftSrq{};
   uint32_t capacity = RoundUpPowerOfTwo(attr->attr.max_wr);
   uint32_t payload = RecvWqeBytes(attr->attr.max_sge);
-  srq->object.id = runtime->NewObjectId();
-  srq->object.bytes = RingBytes(capacity, payload);
-  int fd = CreateObject(runtime->directory(), srq->object.id, srq->object.bytes);
-  void* map = fd < 0 ? MAP_FAILED
-                     : mmap(nullptr, srq->object.bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-  int err = errno;
-  if (fd >= 0) close(fd);
-  if (map == MAP_FAILED) {
-    RemoveObject(runtime->directory(), srq->object.id);
+  if (!runtime->CreateRing(capacity, payload, &srq->object, &srq->ring)) {
+    int err = errno;
     delete srq;
     errno = err;
     return nullptr;
   }
-  srq->ring = Ring::Format(map, capacity, payload);
   srq->ring.header()->srq_limit.store(attr->attr.srq_limit, std::memory_order_relaxed);
   srq->ring.header()->async_channel_id = ToSoft(pd->context)->async_fifo_id;
   srq->max_sge = attr->attr.max_sge;

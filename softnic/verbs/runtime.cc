@@ -89,6 +89,23 @@ uint32_t Runtime::RandomBits() {
   return static_cast<uint32_t>((next * 2685821657736338717ull) >> 32);
 }
 
+bool Runtime::CreateRing(uint32_t capacity, uint32_t payload_bytes, ObjectRef* object, Ring* ring) {
+  object->id = NewObjectId();
+  object->bytes = RingBytes(capacity, payload_bytes);
+  int fd = CreateObject(directory(), object->id, object->bytes);
+  if (fd < 0) return false;
+  void* map = mmap(nullptr, object->bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  int err = errno;
+  close(fd);
+  if (map == MAP_FAILED) {
+    RemoveObject(directory(), object->id);
+    errno = err;
+    return false;
+  }
+  *ring = Ring::Format(map, capacity, payload_bytes);
+  return true;
+}
+
 void* Runtime::MapRing(const ObjectRef& ref) {
   std::lock_guard<std::mutex> lock(maps_mutex_);
   auto it = ring_maps_.find(ref.id);

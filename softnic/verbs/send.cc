@@ -57,43 +57,58 @@ uint64_t TotalBytes(const WorkRequest& wr) {
   return total;
 }
 
-// A local buffer named by an SGE of this QP's own device. Null if the lkey does not
-// cover it (IBV_WC_LOC_PROT_ERR).
-uint8_t* LocalBuffer(const FabricHeader& fabric, const SoftQp* qp, const ibv_sge& sge,
-                     uint32_t needed_access) {
-  const MrEntry& mr = fabric.devices[qp->device_index].mrs[sge.lkey & (kMaxMrsPerDevice - 1)];
-  if (mr.key.load(std::memory_order_acquire) != sge.lkey) return nullptr;
-  if ((mr.access & needed_access) != needed_access || mr.pd_id != qp->entry->pd_id) return nullptr;
-  if (sge.addr < mr.addr || sge.length > mr.length || sge.addr - mr.addr > mr.length - sge.length) {
+}  // namespace
+
+// The one key check of the engine: the key is registered on `device`, carries
+// `needed_access`, belongs to `pd_id`. Local keys translate to the owner's own addresses
+// (a PD never spans processes, so a matching PD means the MR is ours).
+bool TranslateKey(Runtime* runtime, uint32_t device, uint32_t key, uint32_t needed_access,
+                  uint32_t pd_id, bool local, KeyTranslation* out) {
+  uint32_t index = key & (kMaxMrsPerDevice - 1);
+  const MrEntry& mr = runtime->fabric()->devices[device].mrs[index];
+  if (mr.key.load(std::memory_order_acquire) != key) return false;
+  if ((mr.access & needed_access) != needed_access || mr.pd_id != pd_id) return false;
+  uint8_t* base = local ? reinterpret_cast<uint8_t*>(mr.page_base) : runtime->MrBase(device, index, mr, key);
+  if (base == nullptr) return false;
+  out->key = key;
+  out->entry = &mr;
+  out->first = mr.addr;
+  out->length = mr.length;
+  out->bias = reinterpret_cast<uintptr_t>(base) + (mr.va - mr.page_base) - mr.addr;
+  return true;
+}
+
+namespace {
+
+// A local buffer named by an SGE of this QP's own device; null if the lkey does not cover
+// it (IBV_WC_LOC_PROT_ERR).
+uint8_t* LocalBuffer(const SoftQp* qp, const ibv_sge& sge, uint32_t needed_access) {
+  KeyTranslation translation;
+  if (!TranslateKey(Runtime::Get(), qp->device_index, sge.lkey, needed_access, qp->entry->pd_id, true,
+                    &translation)) {
     return nullptr;
   }
-  return reinterpret_cast<uint8_t*>(mr.va + (sge.addr - mr.addr));
+  return LookupKey(translation, sge.lkey, sge.addr, sge.length);
 }
 
 // The memory a peer's key names, mapped into this process. Null when the key, PD, access
 // or range check fails: nothing outside a registered region is ever touched.
 uint8_t* PeerBuffer(Runtime* runtime, uint32_t device, uint32_t key, uint64_t address,
                     uint64_t bytes, uint32_t needed_access, uint32_t pd_id) {
-  uint32_t index = key & (kMaxMrsPerDevice - 1);
-  const MrEntry& mr = runtime->fabric()->devices[device].mrs[index];
-  if (mr.key.load(std::memory_order_acquire) != key) return nullptr;
-  if ((mr.access & needed_access) != needed_access || mr.pd_id != pd_id) return nullptr;
-  if (address < mr.addr || bytes > mr.length || address - mr.addr > mr.length - bytes) return nullptr;
-  uint8_t* base = runtime->MrBase(device, index, mr, key);
-  if (base == nullptr) return nullptr;
-  return base + (mr.va - mr.page_base) + (address - mr.addr);
+  KeyTranslation translation;
+  if (!TranslateKey(runtime, device, key, needed_access, pd_id, false, &translation)) return nullptr;
+  return LookupKey(translation, key, address, bytes);
 }
 
 // The sender's gather list as pieces. False: a local key check failed.
-bool GatherSources(const FabricHeader& fabric, const SoftQp* qp, const WorkRequest& wr,
-                   Piece* pieces, uint32_t* count) {
+bool GatherSources(const SoftQp* qp, const WorkRequest& wr, Piece* pieces, uint32_t* count) {
   bool inline_data = (wr.send_flags & IBV_SEND_INLINE) != 0;
   uint32_t n = 0;
   for (uint32_t i = 0; i < wr.num_sge; ++i) {
     const ibv_sge& sge = wr.sg_list[i];
     if (sge.length == 0) continue;
     uint8_t* address = inline_data ? reinterpret_cast<uint8_t*>(sge.addr)
-                                   : LocalBuffer(fabric, qp, sge, 0);
+                                   : LocalBuffer(qp, sge, 0);
     if (address == nullptr) return false;
     pieces[n++] = Piece{address, sge.length};
   }
@@ -270,7 +285,6 @@ Outcome ExecuteSend(Runtime* runtime, SoftQp* qp, const WorkRequest& wr, Destina
 }
 
 Outcome ExecuteAtomic(Runtime* runtime, SoftQp* qp, const WorkRequest& wr, const Destination& destination) {
-  const FabricHeader& fabric = *runtime->fabric();
   if ((wr.remote_addr & 7) != 0) return Fail(IBV_WC_REM_INV_REQ_ERR);
   uint8_t* remote = PeerBuffer(runtime, destination.device, wr.rkey, wr.remote_addr, 8,
                                IBV_ACCESS_REMOTE_ATOMIC, destination.entry->pd_id);
@@ -278,7 +292,7 @@ Outcome ExecuteAtomic(Runtime* runtime, SoftQp* qp, const WorkRequest& wr, const
     Count(runtime->counters(qp->device_index), kRemoteAccessErrors);
     return Fail(IBV_WC_REM_ACCESS_ERR);
   }
-  uint8_t* local = LocalBuffer(fabric, qp, wr.sg_list[0], IBV_ACCESS_LOCAL_WRITE);
+  uint8_t* local = LocalBuffer(qp, wr.sg_list[0], IBV_ACCESS_LOCAL_WRITE);
   if (local == nullptr) return Fail(IBV_WC_LOC_PROT_ERR);
   auto* word = reinterpret_cast<uint64_t*>(remote);
   uint64_t original;
@@ -294,12 +308,11 @@ Outcome ExecuteAtomic(Runtime* runtime, SoftQp* qp, const WorkRequest& wr, const
 }
 
 Outcome ExecuteRead(Runtime* runtime, SoftQp* qp, const WorkRequest& wr, const Destination& destination) {
-  const FabricHeader& fabric = *runtime->fabric();
   Piece targets[kMaxPieces];
   uint32_t count = 0;
   for (uint32_t i = 0; i < wr.num_sge; ++i) {
     if (wr.sg_list[i].length == 0) continue;
-    uint8_t* local = LocalBuffer(fabric, qp, wr.sg_list[i], IBV_ACCESS_LOCAL_WRITE);
+    uint8_t* local = LocalBuffer(qp, wr.sg_list[i], IBV_ACCESS_LOCAL_WRITE);
     if (local == nullptr) return Fail(IBV_WC_LOC_PROT_ERR);
     targets[count++] = Piece{local, wr.sg_list[i].length};
   }
@@ -352,7 +365,7 @@ Outcome Execute(SoftQp* qp, const WorkRequest& wr) {
   }
   Piece sources[kMaxPieces];
   uint32_t source_count = 0;
-  if (!GatherSources(fabric, qp, wr, sources, &source_count)) return Fail(IBV_WC_LOC_PROT_ERR);
+  if (!GatherSources(qp, wr, sources, &source_count)) return Fail(IBV_WC_LOC_PROT_ERR);
   uint64_t total = wr.total_bytes;
   if (wr.opcode == IBV_WR_RDMA_WRITE || wr.opcode == IBV_WR_RDMA_WRITE_WITH_IMM) {
     uint8_t* remote = PeerBuffer(runtime, destination->device, wr.rkey, wr.remote_addr, total,

@@ -10,35 +10,6 @@
 #include "softnic/verbs/engine.h"
 
 namespace softnic {
-namespace {
-
-// Fills a cache line with the translation of `key` on `device`. False when the key is
-// not valid for `needed_access` from `pd_id` (the slow path then reports the error).
-bool Translate(Runtime* runtime, uint32_t device, uint32_t key, uint32_t needed_access, uint32_t pd_id,
-               bool local, KeyTranslation* out) {
-  uint32_t index = key & (kMaxMrsPerDevice - 1);
-  const MrEntry& mr = runtime->fabric()->devices[device].mrs[index];
-  if (mr.key.load(std::memory_order_acquire) != key) return false;
-  if ((mr.access & needed_access) != needed_access || mr.pd_id != pd_id) return false;
-  uint8_t* base = local ? reinterpret_cast<uint8_t*>(mr.page_base) : runtime->MrBase(device, index, mr, key);
-  if (base == nullptr) return false;
-  out->key = key;
-  out->entry = &mr;
-  out->first = mr.addr;
-  out->length = mr.length;
-  out->bias = reinterpret_cast<uintptr_t>(base) + (mr.va - mr.page_base) - mr.addr;
-  return true;
-}
-
-// The address of [address, address+bytes) under a cached translation, or null.
-inline uint8_t* Lookup(const KeyTranslation& t, uint32_t key, uint64_t address, uint64_t bytes) {
-  if (t.key != key || t.entry->key.load(std::memory_order_acquire) != key) return nullptr;
-  if (address < t.first || bytes > t.length || address - t.first > t.length - bytes) return nullptr;
-  return reinterpret_cast<uint8_t*>(address + t.bias);
-}
-
-}  // namespace
-
 FastResult TryFastWrite(SoftQp* qp, const FastWrite& w) {
   Runtime* runtime = Runtime::Get();
   const FabricHeader& fabric = *runtime->fabric();
@@ -63,22 +34,22 @@ FastResult TryFastWrite(SoftQp* qp, const FastWrite& w) {
       !ProcessAlive(fabric, entry.owner_slot, entry.owner_incarnation)) {
     return FastResult::kSlowPath;
   }
-  uint8_t* remote = Lookup(qp->remote_key, w.rkey, w.remote_addr, w.sge.length);
+  uint8_t* remote = LookupKey(qp->remote_key, w.rkey, w.remote_addr, w.sge.length);
   if (remote == nullptr) {
-    if (!Translate(runtime, peer.device, w.rkey, IBV_ACCESS_REMOTE_WRITE, entry.pd_id, false, &qp->remote_key)) {
+    if (!TranslateKey(runtime, peer.device, w.rkey, IBV_ACCESS_REMOTE_WRITE, entry.pd_id, false, &qp->remote_key)) {
       return FastResult::kSlowPath;
     }
-    remote = Lookup(qp->remote_key, w.rkey, w.remote_addr, w.sge.length);
+    remote = LookupKey(qp->remote_key, w.rkey, w.remote_addr, w.sge.length);
     if (remote == nullptr) return FastResult::kSlowPath;
   }
   const uint8_t* source = reinterpret_cast<const uint8_t*>(w.sge.addr);
   if (!inline_data) {
-    source = Lookup(qp->local_key, w.sge.lkey, w.sge.addr, w.sge.length);
+    source = LookupKey(qp->local_key, w.sge.lkey, w.sge.addr, w.sge.length);
     if (source == nullptr) {
-      if (!Translate(runtime, qp->device_index, w.sge.lkey, 0, qp->entry->pd_id, true, &qp->local_key)) {
+      if (!TranslateKey(runtime, qp->device_index, w.sge.lkey, 0, qp->entry->pd_id, true, &qp->local_key)) {
         return FastResult::kSlowPath;
       }
-      source = Lookup(qp->local_key, w.sge.lkey, w.sge.addr, w.sge.length);
+      source = LookupKey(qp->local_key, w.sge.lkey, w.sge.addr, w.sge.length);
       if (source == nullptr) return FastResult::kSlowPath;
     }
   }
