@@ -226,6 +226,19 @@ void report(benchmark::State& state) {
                                                    benchmark::Counter::kIsRate | benchmark::Counter::kInvert);
 }
 
+// Counts one more signaled batch in flight and retires down to the window. False on a
+// bad completion (the benchmark is then skipped with the reason).
+bool signaled_batch_posted(ibv_cq* cq, uint32_t& in_flight, benchmark::State& state) {
+  ++in_flight;
+  return retire(cq, in_flight, kMaxSignaledInFlight - 1, state);
+}
+
+// Retires what is still in flight, then reports the per-WR cost.
+void drain_and_report(ibv_cq* cq, uint32_t in_flight, benchmark::State& state) {
+  retire(cq, in_flight, 0, state);
+  report(state);
+}
+
 // Each iteration is one batch: kBatchWrs WRITEs, the last signaled; arg 0 = one
 // ibv_post_send per WR, arg 1 = the batch as one linked list (one doorbell).
 void BM_PostSendWrite(benchmark::State& state) {
@@ -265,12 +278,9 @@ void BM_PostSendWrite(benchmark::State& state) {
       state.SkipWithError((std::string("ibv_post_send: ") + std::strerror(rc)).c_str());
       break;
     }
-    ++in_flight;
-    if (!retire(s.cq, in_flight, kMaxSignaledInFlight - 1, state)) break;
+    if (!signaled_batch_posted(s.cq, in_flight, state)) break;
   }
-  uint32_t left = in_flight;
-  retire(s.cq, left, 0, state);
-  report(state);
+  drain_and_report(s.cq, in_flight, state);
 }
 BENCHMARK(BM_PostSendWrite)->ArgName("linked")->Arg(0)->Arg(1);
 
@@ -301,12 +311,9 @@ void BM_WrApiWrite(benchmark::State& state) {
       state.SkipWithError((std::string("ibv_wr_complete: ") + std::strerror(rc)).c_str());
       break;
     }
-    ++in_flight;
-    if (!retire(s.cq, in_flight, kMaxSignaledInFlight - 1, state)) break;
+    if (!signaled_batch_posted(s.cq, in_flight, state)) break;
   }
-  uint32_t left = in_flight;
-  retire(s.cq, left, 0, state);
-  report(state);
+  drain_and_report(s.cq, in_flight, state);
 }
 BENCHMARK(BM_WrApiWrite);
 

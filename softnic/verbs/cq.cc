@@ -6,8 +6,6 @@
 // ibv_get_cq_event (or the owner's own poll() on channel->fd).
 #include <fcntl.h>
 #include <poll.h>
-#include <sys/mman.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>

@@ -327,9 +327,9 @@ int32_t FindDeviceByAddress(const FabricHeader& fabric, const ibv_ah_attr& attr)
 // Cold-path diagnostics to stderr, prefixed "softnic: " (errors a caller sees only as errno).
 void Warn(const char* format, ...) __attribute__((format(printf, 1, 2)));
 
-// Completion-queue operations shared by the data path (cq.cc).
+// Completion-queue operations shared by the data path (cq.cc, recv.cc).
 bool PushCqe(Ring& ring, const Cqe& cqe, CounterBlock& counters, bool solicited);
-void FlushRecvQueue(SoftQp* qp);
+void FlushRecvQueue(SoftQp* qp);  // a QP entering ERR: flush completions for its RECVs
 
 // The send engine (send.cc) and the QP paths it needs. *Locked functions need qp->lock.
 void LockQp(SoftQp* qp);

@@ -1,7 +1,4 @@
 // Queue pairs: creation, the state machine of ibv_modify_qp, queries, destruction.
-#include <sys/mman.h>
-#include <unistd.h>
-
 #include <cerrno>
 #include <cstring>
 

@@ -1,8 +1,6 @@
 // The receive side: posting RECVs to a QP or an SRQ (shared rings that senders in any
 // process consume), SRQs, and address handles for UD.
 #include <endian.h>
-#include <sys/mman.h>
-#include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>

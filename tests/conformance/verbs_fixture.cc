@@ -350,24 +350,29 @@ int PostSend(ibv_qp* qp, const SendSpec& spec, bool* bad_is_wr) {
   return rc;
 }
 
-int PostRecv(ibv_qp* qp, const std::vector<ibv_sge>& sges, uint64_t wr_id) {
-  std::vector<ibv_sge> copy = sges;
+namespace {
+
+// One receive WR over `sges`, handed to `post` (a QP's or an SRQ's post_recv).
+template <typename Post>
+int PostOneRecv(const std::vector<ibv_sge>& sges, uint64_t wr_id, Post&& post) {
+  std::vector<ibv_sge> copy = sges;  // ibv_recv_wr takes a non-const SGE list
   ibv_recv_wr wr{};
   wr.wr_id = wr_id;
   wr.sg_list = copy.data();
   wr.num_sge = static_cast<int>(copy.size());
   ibv_recv_wr* bad = nullptr;
-  return ibv_post_recv(qp, &wr, &bad);
+  return post(&wr, &bad);
+}
+
+}  // namespace
+
+int PostRecv(ibv_qp* qp, const std::vector<ibv_sge>& sges, uint64_t wr_id) {
+  return PostOneRecv(sges, wr_id, [qp](ibv_recv_wr* wr, ibv_recv_wr** bad) { return ibv_post_recv(qp, wr, bad); });
 }
 
 int PostSrqRecv(ibv_srq* srq, const std::vector<ibv_sge>& sges, uint64_t wr_id) {
-  std::vector<ibv_sge> copy = sges;
-  ibv_recv_wr wr{};
-  wr.wr_id = wr_id;
-  wr.sg_list = copy.data();
-  wr.num_sge = static_cast<int>(copy.size());
-  ibv_recv_wr* bad = nullptr;
-  return ibv_post_srq_recv(srq, &wr, &bad);
+  return PostOneRecv(sges, wr_id,
+                     [srq](ibv_recv_wr* wr, ibv_recv_wr** bad) { return ibv_post_srq_recv(srq, wr, bad); });
 }
 
 std::optional<ibv_wc> PollOne(ibv_cq* cq, std::chrono::milliseconds timeout, int* poll_error) {
