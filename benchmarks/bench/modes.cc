@@ -1,0 +1,49 @@
+#include "benchmarks/bench/modes.h"
+
+#include "rdma/error.h"
+
+namespace rdmalab::bench {
+namespace {
+
+bool NeverNodes(const Options&) { return false; }
+bool AllToAll(const Options& options) { return options.direction == "alltoall"; }
+
+}  // namespace
+
+const std::vector<Mode>& Modes() {
+  static const std::vector<Mode> modes = {
+      {"lat", "latency of one op at a time: READ, WRITE, SEND, CAS, FAA; ping-pong (ECHO)", CheckLat, NeverNodes,
+       RunLat},
+      {"tput", "windowed throughput, inbound / outbound / all-to-all", CheckTput, AllToAll, RunTput},
+      {"atomics", "atomics throughput over Z counters", CheckAtomics, NeverNodes, RunTput},
+  };
+  return modes;
+}
+
+const Mode& FindMode(const std::string& name) {
+  std::string valid;
+  for (const auto& mode : Modes()) {
+    if (name == mode.name) return mode;
+    valid += (valid.empty() ? "" : ", ") + std::string(mode.name);
+  }
+  Fail("unknown mode '", name, "': valid modes are ", valid);
+}
+
+std::uint64_t IterationsOrDefault(const Options& options, std::uint64_t mode_default) {
+  return options.iters != 0 ? options.iters : mode_default;
+}
+
+void DefaultSizes(Options& options, std::uint32_t size) {
+  if (options.all) {
+    if (!options.sizes.empty()) Fail("-a/--all and -s/--size both given: choose one");
+    for (std::uint32_t s = 2; s <= (1u << 23); s *= 2) options.sizes.push_back(s);
+  }
+  if (options.sizes.empty()) options.sizes.push_back(size);
+  if (options.duration_s > 0 && options.iters != 0) {
+    Fail("-D/--duration ", options.duration_s, " and -n/--iters ", options.iters, " both given: choose one");
+  }
+}
+
+bool IsAtomic(const std::string& verb) { return verb == "cas" || verb == "faa"; }
+
+}  // namespace rdmalab::bench

@@ -1,0 +1,44 @@
+// The mode table: a mode is a run function over a Session plus the facts the core needs
+// before joining (does it use the `node` role). main.cc looks modes up here by name.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "benchmarks/bench/options.h"
+#include "benchmarks/bench/report.h"
+#include "benchmarks/bench/session.h"
+
+namespace rdmalab::bench {
+
+struct Mode {
+  const char* name;
+  const char* summary;
+  // Checks the options before any resource is touched; fails naming the conflict.
+  void (*check)(Options& options);
+  bool (*node_roles)(const Options& options);
+  Report (*run)(Session& session);
+};
+
+const std::vector<Mode>& Modes();
+const Mode& FindMode(const std::string& name);
+
+// Mode entry points (one file each).
+void CheckLat(Options& options);
+Report RunLat(Session& session);
+void CheckTput(Options& options);
+void CheckAtomics(Options& options);
+Report RunTput(Session& session);
+void CheckEcho(Options& options);
+Report RunEcho(Session& session);
+void CheckSgbatch(Options& options);
+Report RunSgbatch(Session& session);
+void CheckSequencer(Options& options);
+Report RunSequencer(Session& session);
+
+// Shared checks.
+std::uint64_t IterationsOrDefault(const Options& options, std::uint64_t mode_default);
+void DefaultSizes(Options& options, std::uint32_t size);
+bool IsAtomic(const std::string& verb);
+
+}  // namespace rdmalab::bench

@@ -1,0 +1,79 @@
+// Every knob of rdmalab-bench, as one struct filled from one flag table (options.cc):
+// each flag has its perftest spelling where one exists, a default, a help line, and
+// whether both sides of a run must agree on it (symmetric flags are checked at connect).
+#pragma once
+
+#include <nlohmann/json.hpp>
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace rdmalab::bench {
+
+struct Options {
+  std::string mode;
+  // Device and addressing.
+  std::string ib_dev;
+  int ib_port = 1;
+  int gid_index = -1;
+  // Who talks to whom.
+  std::string server_host;  // standalone client: the server's host; empty on the server
+  int port = 18515;
+  std::string rendezvous;   // HOST:PORT under the coordinator
+  std::string role;         // server | client | node
+  int index = 0;
+  int peers = 1;
+  // Workload.
+  std::string verb;  // empty: the mode's default (write; atomics: faa)
+  std::string connection = "RC";
+  std::vector<std::uint32_t> sizes;
+  bool all = false;
+  std::uint64_t iters = 0;  // 0: the mode's default
+  double duration_s = 0;
+  double warmup_s = 0.2;
+  int tx_depth = 128;
+  int cq_mod = 1;
+  int post_list = 1;
+  int qp = 1;
+  int threads = 1;
+  int inline_size = 0;
+  int sge = 1;
+  bool header_only = false;
+  std::string direction = "inbound";
+  std::string lat_method;   // empty: the verb's default
+  // echo
+  std::string request = "write";
+  std::string response = "send";
+  std::string response_connection = "UD";
+  int accesses = 0;
+  bool prefetch = false;
+  int table_mb = 64;
+  // atomics
+  int counters = 1;
+  int counter_stride = 8;
+  // sequencer
+  std::string design = "herd-rpc";
+  std::uint64_t count = 1'000'000;
+  int batch = 16;
+  // Run control and output.
+  bool validate = false;
+  double timeout_s = 60;
+  std::string cpus;
+  bool use_hugepages = false;
+  bool out_json = false;
+  std::string out_json_file;
+  std::uint64_t seed = 1;
+};
+
+// Parses argv (argv[1] is the mode). Fails with one line naming the flag/value and what
+// is valid. Prints help and exits 0 for -h/--help.
+Options ParseOptions(int argc, char** argv);
+
+// The resolved configuration (every flag), and the subset both sides must agree on.
+nlohmann::json ConfigJson(const Options& options);
+nlohmann::json SymmetricConfigJson(const Options& options);
+
+std::string HelpText();
+
+}  // namespace rdmalab::bench

@@ -1,0 +1,75 @@
+#include "rdma/affinity.h"
+
+#include <pthread.h>
+#include <sched.h>
+
+#include <cerrno>
+#include <cstring>
+#include <fstream>
+#include <sstream>
+
+#include "rdma/error.h"
+
+namespace rdmalab {
+namespace {
+
+std::string ReadFirstLine(const std::string& path) {
+  std::ifstream file(path);
+  std::string line;
+  std::getline(file, line);
+  return line;
+}
+
+}  // namespace
+
+std::vector<int> ParseCpuList(const std::string& list) {
+  std::vector<int> cpus;
+  std::stringstream stream(list);
+  std::string token;
+  while (std::getline(stream, token, ',')) {
+    if (token.empty()) continue;
+    const auto dash = token.find('-');
+    try {
+      std::size_t used = 0;
+      const int first = std::stoi(token.substr(0, dash), &used);
+      int last = first;
+      if (dash != std::string::npos) last = std::stoi(token.substr(dash + 1), &used);
+      if (first < 0 || last < first) throw std::invalid_argument(token);
+      for (int cpu = first; cpu <= last; ++cpu) cpus.push_back(cpu);
+    } catch (const std::logic_error&) {
+      Fail("bad CPU list entry '", token, "' in '", list, "': expected N or N-M with 0 <= N <= M, comma-separated");
+    }
+  }
+  return cpus;
+}
+
+int DeviceNumaNode(const std::string& device_name) {
+  const std::string value = ReadFirstLine("/sys/class/infiniband/" + device_name + "/device/numa_node");
+  if (value.empty()) return -1;
+  try {
+    return std::stoi(value);
+  } catch (const std::logic_error&) {
+    return -1;
+  }
+}
+
+std::vector<int> CpusOfNode(int node) {
+  std::string list;
+  if (node >= 0) list = ReadFirstLine("/sys/devices/system/node/node" + std::to_string(node) + "/cpulist");
+  if (list.empty()) list = ReadFirstLine("/sys/devices/system/cpu/online");
+  return ParseCpuList(list);
+}
+
+void PinThisThread(int cpu) {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  if (cpu < 0 || cpu >= CPU_SETSIZE) Fail("CPU ", cpu, " out of range [0, ", CPU_SETSIZE, ")");
+  CPU_SET(cpu, &set);
+  const int error_number = pthread_setaffinity_np(pthread_self(), sizeof(set), &set);
+  if (error_number != 0) {
+    Fail("cannot pin to CPU ", cpu, ": ", std::strerror(error_number), " (online CPUs: ",
+         ReadFirstLine("/sys/devices/system/cpu/online"), ")");
+  }
+}
+
+}  // namespace rdmalab

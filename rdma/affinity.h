@@ -1,0 +1,18 @@
+// CPU pinning and NUMA placement: which node a device sits on, which CPUs that node has.
+#pragma once
+
+#include <string>
+#include <vector>
+
+namespace rdmalab {
+
+// Parses a Linux cpulist ("0-3,8,10-11"); fails naming the bad token.
+std::vector<int> ParseCpuList(const std::string& list);
+// NUMA node of an RDMA device from sysfs, or -1 when the device has none (softnic, VMs).
+int DeviceNumaNode(const std::string& device_name);
+// CPUs of a NUMA node, or every online CPU when the node is -1 or unknown.
+std::vector<int> CpusOfNode(int node);
+// Pins the calling thread to one CPU; fails naming the CPU and the allowed set.
+void PinThisThread(int cpu);
+
+}  // namespace rdmalab
