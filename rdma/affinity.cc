@@ -60,14 +60,18 @@ std::vector<int> CpusOfNode(int node) {
   return ParseCpuList(list);
 }
 
-void PinThisThread(int cpu) {
+void PinThisThread(const std::vector<int>& cpus) {
   cpu_set_t set;
   CPU_ZERO(&set);
-  if (cpu < 0 || cpu >= CPU_SETSIZE) Fail("CPU ", cpu, " out of range [0, ", CPU_SETSIZE, ")");
-  CPU_SET(cpu, &set);
+  std::string listed;
+  for (const int cpu : cpus) {
+    if (cpu < 0 || cpu >= CPU_SETSIZE) Fail("CPU ", cpu, " out of range [0, ", CPU_SETSIZE, ")");
+    CPU_SET(cpu, &set);
+    listed += (listed.empty() ? "" : ",") + std::to_string(cpu);
+  }
   const int error_number = pthread_setaffinity_np(pthread_self(), sizeof(set), &set);
   if (error_number != 0) {
-    Fail("cannot pin to CPU ", cpu, ": ", std::strerror(error_number), " (online CPUs: ",
+    Fail("cannot run on CPUs ", listed, ": ", std::strerror(error_number), " (online CPUs: ",
          ReadFirstLine("/sys/devices/system/cpu/online"), ")");
   }
 }

@@ -12,7 +12,8 @@ std::vector<int> ParseCpuList(const std::string& list);
 int DeviceNumaNode(const std::string& device_name);
 // CPUs of a NUMA node, or every online CPU when the node is -1 or unknown.
 std::vector<int> CpusOfNode(int node);
-// Pins the calling thread to one CPU; fails naming the CPU and the allowed set.
-void PinThisThread(int cpu);
+// Restricts the calling thread to `cpus` (one CPU pins it); fails naming the CPUs and the
+// online set.
+void PinThisThread(const std::vector<int>& cpus);
 
 }  // namespace rdmalab

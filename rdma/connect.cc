@@ -99,7 +99,7 @@ Endpoint EndpointFromJson(const nlohmann::json& json) {
 }
 
 std::uint32_t PathMtuBytes(const PortAddress& local, const PortAddress& remote) {
-  return 128u << (std::min(local.mtu, remote.mtu) - 1);
+  return MtuBytes(std::min(local.mtu, remote.mtu));
 }
 
 void ConnectQp(ibv_qp* qp, const Device& device, const PortAddress& local, const Endpoint& remote,

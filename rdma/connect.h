@@ -42,6 +42,9 @@ void ActivateUdQp(ibv_qp* qp, const Device& device, std::uint32_t local_psn);
 // Address handle to reach `remote` from a UD QP.
 AhPtr CreateAh(ibv_pd* pd, const Device& device, const PortAddress& local, const PortAddress& remote);
 
+// IBV_MTU_256 (1) .. IBV_MTU_4096 (5) in bytes.
+constexpr std::uint32_t MtuBytes(ibv_mtu mtu) { return 128u << mtu; }
+
 // The smaller MTU of the two ends, in bytes.
 std::uint32_t PathMtuBytes(const PortAddress& local, const PortAddress& remote);
 

@@ -129,7 +129,10 @@ QpPtr CreateQp(const Device& device, ibv_pd* pd, ibv_cq* send_cq, ibv_cq* recv_c
     const int error_number = errno;
     Fail("ibv_create_qp(", TransportName(caps.type), ", send depth ", caps.send_depth, ", recv depth ",
          caps.recv_depth, ", ", caps.send_sges, " SGEs, inline ", caps.inline_bytes, " B) on ", device.name(),
-         ": ", std::strerror(error_number));
+         ": ", std::strerror(error_number),
+         error_number == EINVAL && caps.inline_bytes > 0
+             ? "; the inline size is the likely cause (devices cap it, e.g. at 256 B or 512 B): lower --inline_size"
+             : "");
   }
   if (init.cap.max_inline_data < caps.inline_bytes) {
     Fail("inline size ", caps.inline_bytes, " B exceeds what ", device.name(), " grants: ",

@@ -46,7 +46,7 @@ void RunPinnedThreads(const Session& session, int threads, const std::function<v
   for (int t = 0; t < threads; ++t) {
     workers.emplace_back([&, t] {
       try {
-        PinThisThread(session.CpuForThread(t));
+        PinThisThread(session.CpusForThread(t));
         body(t);
       } catch (...) {
         g_abort.store(true, std::memory_order_relaxed);

@@ -49,7 +49,7 @@ inline std::uint32_t SlotBytes(std::uint32_t payload) {
   return payload == 0 ? kCacheLineBytes : (payload + kCacheLineBytes - 1) / kCacheLineBytes * kCacheLineBytes;
 }
 
-// Runs body(t) for t in [0, threads), each thread pinned per Session::CpuForThread; the
+// Runs body(t) for t in [0, threads), each thread placed per Session::CpusForThread; the
 // first exception of any thread is rethrown here after all have joined.
 void RunPinnedThreads(const Session& session, int threads, const std::function<void(int)>& body);
 

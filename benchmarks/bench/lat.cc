@@ -75,8 +75,8 @@ void LatRun::Setup() {
   inline_threshold_ = o_.verb == "write_inline" ? (o_.inline_size ? o_.inline_size : max_size)
                                                 : static_cast<std::uint32_t>(o_.inline_size);
   const Device& device = session_.device();
-  if (qp_type_ == IBV_QPT_UD && max_size > (128u << (session_.address().mtu - 1))) {
-    Fail("--size ", max_size, " over UD exceeds the path MTU of ", 128u << (session_.address().mtu - 1),
+  if (qp_type_ == IBV_QPT_UD && max_size > MtuBytes(session_.address().mtu)) {
+    Fail("--size ", max_size, " over UD exceeds the path MTU of ", MtuBytes(session_.address().mtu),
          " B: a UD message is one packet");
   }
   send_cq_ = CreateCq(device, o_.tx_depth + 1);
@@ -188,6 +188,7 @@ bool LatRun::WaitRecv(const std::atomic<bool>* stop) {
     }
     if ((++spins & 0xFFF) == 0) {
       if (stop != nullptr && stop->load(std::memory_order_relaxed)) return false;
+      RetireUnsignaled();  // a send that failed (the peer died) ends the wait with its error
       if (MonotonicNs() >= session_.deadline_ns()) Fail("--timeout ", o_.timeout_s, " s passed waiting for a message");
     }
   }
@@ -200,6 +201,7 @@ bool LatRun::WaitMarker(std::uint32_t size, std::uint64_t iteration, const std::
   while (*last != marker) {
     if ((++spins & 0xFFF) == 0) {
       if (stop != nullptr && stop->load(std::memory_order_relaxed)) return false;
+      RetireUnsignaled();
       if (MonotonicNs() >= session_.deadline_ns()) Fail("--timeout ", o_.timeout_s, " s passed waiting for the peer's WRITE");
     }
   }

@@ -7,6 +7,7 @@
 #include <fstream>
 
 #include "benchmarks/bench/session.h"
+#include "rdma/connect.h"
 
 namespace rdmalab::bench {
 namespace {
@@ -49,7 +50,7 @@ json DeviceJson(const Session& session) {
           {"atomic_cap", static_cast<int>(attr.atomic_cap)},
           {"port", int{device.port()}},
           {"link_layer", LinkLayerName(port.link_layer)},
-          {"active_mtu_bytes", 128 << (port.active_mtu - 1)},
+          {"active_mtu_bytes", MtuBytes(port.active_mtu)},
           {"active_speed", port.active_speed},
           {"active_width", port.active_width},
           {"lid", port.lid},

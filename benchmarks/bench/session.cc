@@ -134,6 +134,9 @@ void Session::Finish() {
   if (embedded_server_) embedded_server_->WaitUntilAllLeft(kStandaloneLeaveMs);
 }
 
-int Session::CpuForThread(int thread) const { return cpus_[static_cast<std::size_t>(thread) % cpus_.size()]; }
+std::vector<int> Session::CpusForThread(int thread) const {
+  if (options_.cpus.empty()) return cpus_;
+  return {cpus_[static_cast<std::size_t>(thread) % cpus_.size()]};
+}
 
 }  // namespace rdmalab::bench

@@ -51,8 +51,9 @@ class Session {
   // Says bye and, on a standalone server, waits for the clients to leave.
   void Finish();
 
-  // CPU for thread t: --cpus, else the device's NUMA node's CPUs, round robin.
-  int CpuForThread(int thread) const;
+  // Where thread t may run: with --cpus, one CPU of the list (round robin); otherwise every
+  // CPU of the device's NUMA node, so that processes sharing a host are not stacked on one CPU.
+  std::vector<int> CpusForThread(int thread) const;
 
  private:
   std::string Name() const { return role_ + "/" + std::to_string(index_); }

@@ -113,7 +113,7 @@ TputPlan MakeTputPlan(const Session& session) {
   plan.max_rd_atomic = static_cast<std::uint8_t>(std::clamp(session.device().attr().max_qp_rd_atom, 1, 16));
   plan.send_with_imm = plan.kind == VerbKind::kSend && (o.header_only || o.validate);
   if (plan.qp_type == IBV_QPT_UD) {
-    const std::uint32_t mtu = 128u << (session.address().mtu - 1);
+    const std::uint32_t mtu = MtuBytes(session.address().mtu);
     if (max_size > mtu) {
       Fail("--size ", max_size, " over UD exceeds the path MTU of ", mtu, " B: a UD message is one packet");
     }

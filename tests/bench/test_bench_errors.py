@@ -1,0 +1,103 @@
+"""Bad input and failing peers: one clear error line naming the value and what is valid,
+a non-zero exit, and no hang (every case ends well inside --timeout)."""
+
+from __future__ import annotations
+
+import subprocess
+import time
+
+import pytest
+
+import benchrun
+
+
+def run_alone(args: list[str], timeout_s: float = 20) -> benchrun.Role:
+    """A standalone server alone, on a fabric of its own."""
+    fabric = f"bench-alone-{benchrun.free_port()}"
+    argv = [str(benchrun.BENCH), *args, "-p", str(benchrun.free_port()), "--timeout", "5"]
+    if not any(a.startswith("-d") for a in args):
+        argv += ["-d", "softnic0"]
+    try:
+        return benchrun.run_processes([argv], benchrun.softnic_env(fabric, 2, "ib"), timeout_s).server
+    finally:
+        benchrun.remove_fabric(fabric)
+
+
+def single_error(role: benchrun.Role) -> str:
+    assert role.returncode not in (0, None), role.stderr
+    assert len(role.error_lines) == 1, role.stderr
+    return role.error_lines[0]
+
+
+@pytest.mark.parametrize("args,expected", [
+    (["foo"], ["unknown mode 'foo'", "valid modes are lat, tput"]),
+    (["tput", "--verb", "read", "-c", "UC"], ["read over UC is impossible", "-c RC"]),
+    (["tput", "--verb", "write", "-c", "UD"], ["write over UD is impossible", "SEND"]),
+    (["lat", "--verb", "cas", "-c", "UC"], ["cas over UC is impossible"]),
+    (["tput", "--verb", "send", "-c", "UD", "-s", "8192"], ["--size 8192 over UD", "MTU of 4096"]),
+    (["tput", "-t", "4", "-Q", "8"], ["--tx-depth 4 is too small", "cq-mod"]),
+    (["tput", "--bogus"], ["unknown flag --bogus"]),
+    (["tput", "-s", "abc"], ["bad value 'abc' for --size"]),
+    (["tput", "--direction", "sideways"], ["bad value 'sideways'", "inbound, outbound, alltoall"]),
+    (["atomics", "--verb", "faa", "-s", "16"], ["--size 16", "exactly 8 bytes"]),
+    (["tput", "--header-only", "--verb", "write"], ["--header-only needs --verb send"]),
+    (["lat", "--verb", "read", "--lat-method", "pingpong"], ["only WRITE and SEND can ping-pong"]),
+    (["tput", "-D", "1", "-n", "5"], ["both given"]),
+    (["tput", "-d", "mlx5_9"], ["device 'mlx5_9' not found", "softnic0"]),
+    (["tput", "--direction", "alltoall"], ["all-to-all runs need the coordinator"]),
+])
+def test_bad_input(args: list[str], expected: list[str]) -> None:
+    start = time.monotonic()
+    line = single_error(run_alone(args))
+    for fragment in expected:
+        assert fragment in line, line
+    assert time.monotonic() - start < 10
+
+
+@pytest.mark.parametrize("args,expected", [
+    (["-I", "1024", "-s", "1024", "--verb", "write_inline"], ["inline 1024 B", "lower --inline_size"]),
+    (["-t", "20000"], ["queue depth 20000", "max_qp_wr 16384"]),
+])
+def test_device_limits(args: list[str], expected: list[str]) -> None:
+    """Limits only the device knows: the client (which creates the sending QPs) names them,
+    and the server learns of it through the rendezvous instead of waiting."""
+    run = benchrun.standalone("tput", args, timeout_s=30, bench_timeout_s=20)
+    line = single_error(run.clients[0])
+    for fragment in expected:
+        assert fragment in line, line
+    assert "client/0 failed" in single_error(run.server)
+    assert run.elapsed_s < 10
+
+
+def test_missing_server_times_out_with_address() -> None:
+    start = time.monotonic()
+    port = benchrun.free_port()
+    result = subprocess.run([str(benchrun.BENCH), "tput", "-d", "softnic1", "-p", str(port), "--timeout", "2",
+                             "127.0.0.1"], env=benchrun.softnic_env("bench-missing", 2, "ib"),
+                            capture_output=True, text=True, timeout=30)
+    benchrun.remove_fabric("bench-missing")
+    line = single_error(benchrun.Role([], result.returncode, result.stdout, result.stderr))
+    assert f"cannot reach the rendezvous/server at 127.0.0.1:{port}" in line
+    assert time.monotonic() - start < 8
+
+
+def test_mismatched_symmetric_option() -> None:
+    run = benchrun.standalone("tput", ["-n", "1000"], client_args=["-s", "128"], timeout_s=30)
+    line = single_error(run.clients[0])
+    assert "option size differs" in line and "[64]" in line and "[128]" in line
+    assert "client/0 failed" in single_error(run.server)
+
+
+@pytest.mark.parametrize("victim", ["client", "server"])
+def test_peer_dies_mid_run(victim: str) -> None:
+    """SIGKILL one side one second into a 20 s run: the survivor fails fast, naming why."""
+    position = 1 if victim == "client" else 0
+    run = benchrun.standalone("tput", ["-D", "20", "--warmup", "0"], timeout_s=40, bench_timeout_s=30,
+                              kill_after={position: 1.0})
+    survivor = run.roles[1 - position]
+    line = single_error(survivor)
+    if victim == "client":
+        assert "participant client/0 failed: disconnected" in line
+    else:
+        assert "peer stopped answering" in line or "rendezvous" in line
+    assert run.elapsed_s < 15, run.describe()

@@ -1,0 +1,130 @@
+"""Every rdmalab-bench mode runs on softnic, moves correct data (--validate), and prints
+one JSON document per process that validates against the schema in the repo."""
+
+from __future__ import annotations
+
+import json
+
+import jsonschema
+import pytest
+
+import benchrun
+
+SHORT = ["-n", "3000", "--warmup", "0.02"]
+_VALIDATOR = jsonschema.Draft202012Validator(json.loads(benchrun.SCHEMA.read_text()))
+
+
+def check_documents(run: benchrun.Run) -> list[dict]:
+    assert run.ok, run.describe()
+    documents = [role.document for role in run.roles]
+    for document in documents:
+        errors = sorted(_VALIDATOR.iter_errors(document), key=lambda e: e.path)
+        assert not errors, "\n".join(f"{list(e.path)}: {e.message}" for e in errors)
+        assert document["validation"].get("ok", True), document["validation"]
+    return documents
+
+
+LAT_CASES = {
+    "write-pingpong": ["--verb", "write"],
+    "write-inline-echo": ["--verb", "write_inline", "-Q", "16", "-t", "64"],
+    "read": ["--verb", "read"],
+    "send-pingpong": ["--verb", "send"],
+    "send-ud-pingpong": ["--verb", "send", "-c", "UD"],
+    "send-uc-completion": ["--verb", "send", "-c", "UC", "--lat-method", "completion"],
+    "write-completion": ["--verb", "write", "--lat-method", "completion"],
+    "cas": ["--verb", "cas"],
+    "faa": ["--verb", "faa"],
+    "sweep": ["--verb", "write", "-s", "1,64,4096"],
+}
+
+
+@pytest.mark.parametrize("case", LAT_CASES, ids=list(LAT_CASES))
+def test_lat(case: str) -> None:
+    run = benchrun.standalone("lat", [*LAT_CASES[case], *SHORT, "--validate"])
+    server, client = check_documents(run)
+    sizes = [row["size_bytes"] for row in client["results"]]
+    assert sizes == (([1, 64, 4096]) if case == "sweep" else [8])
+    for row in client["results"]:
+        assert row["ops"] == 3000
+        assert 0 < row["lat_us_min"] <= row["lat_us_p50"] <= row["lat_us_p99"] <= row["lat_us_max"]
+        expected_kind = "completion" if case in ("read", "cas", "faa", "send-uc-completion", "write-completion") else "half_rtt"
+        assert row["latency_kind"] == expected_kind
+    assert server["results"][0]["mops"] is None  # the server does not time anything
+
+
+TPUT_CASES = {
+    "write-rc": ["--verb", "write"],
+    "write-uc-inline": ["--verb", "write", "-c", "UC", "-I", "64"],
+    "write-postlist-unsignaled": ["--verb", "write", "-l", "8", "-Q", "8", "-t", "64"],
+    "write-sge4": ["--verb", "write", "--sge", "4", "-s", "256"],
+    "read": ["--verb", "read", "-t", "16"],
+    "send-rc": ["--verb", "send"],
+    "send-uc-multiqueue": ["--verb", "send", "-c", "UC", "-q", "3"],
+    "send-ud": ["--verb", "send", "-c", "UD", "-t", "32"],
+    "send-ud-header-only": ["--verb", "send", "-c", "UD", "--header-only", "-t", "32"],
+    "write-two-threads": ["--verb", "write", "--threads", "2"],
+}
+
+
+@pytest.mark.parametrize("case", TPUT_CASES, ids=list(TPUT_CASES))
+def test_tput_inbound(case: str) -> None:
+    run = benchrun.standalone("tput", [*TPUT_CASES[case], *SHORT, "--validate"], clients=2)
+    server, *clients = check_documents(run)
+    row = server["results"][0]
+    assert row["mops"] > 0 and row["gbps"] is not None
+    assert [p["peer"] for p in row["per_peer"]] == ["client/0", "client/1"]
+    assert row["uniformity_ratio"] >= 1
+    assert row["ops"] == sum(c["results"][0]["ops"] for c in clients)
+    threads = 2 if case == "write-two-threads" else 1
+    for client in clients:
+        assert len(client["results"][0]["per_thread"]) == threads
+        assert client["results"][0]["ops"] >= 3000 * threads
+    if "-c" in TPUT_CASES[case] and "UD" in TPUT_CASES[case]:
+        assert row["received_ops"] <= row["sent_ops"]
+    if "send" in TPUT_CASES[case]:
+        assert server["validation"]["checks"][0]["checked_messages"] > 0
+
+
+def test_tput_outbound_three_clients() -> None:
+    run = benchrun.standalone("tput", ["--verb", "write", "--direction", "outbound", *SHORT, "--validate"], clients=3)
+    server, *clients = check_documents(run)
+    row = server["results"][0]
+    assert row["ops"] >= 3000 and len(row["per_peer"]) == 3
+    assert sum(p["ops"] for p in row["per_peer"]) >= row["ops"]
+    for client in clients:
+        assert client["results"][0]["mops"] is None
+        assert client["validation"]["checks"][0]["checked_messages"] > 0
+
+
+@pytest.mark.parametrize("verb", ["write", "send"])
+def test_tput_alltoall_under_rendezvous(verb: str) -> None:
+    connection = "UD" if verb == "send" else "UC"
+    run = benchrun.coordinated("tput", ["--verb", verb, "-c", connection, "--direction", "alltoall", *SHORT,
+                                        "--validate"], roles=[("node", 3)])
+    documents = check_documents(run)
+    aggregate = documents[0]["results"][0]
+    assert [p["peer"] for p in aggregate["per_peer"]] == ["node/0", "node/1", "node/2"]
+    assert aggregate["ops"] == sum(d["results"][0]["ops"] for d in documents[1:]) + documents[0]["results"][0]["per_peer"][0]["ops"]
+
+
+@pytest.mark.parametrize("verb,counters", [("faa", 1), ("faa", 64), ("cas", 1), ("cas", 16)])
+def test_atomics_counters_add_up(verb: str, counters: int) -> None:
+    run = benchrun.standalone("atomics", ["--verb", verb, "--counters", str(counters), *SHORT, "--validate"],
+                              clients=2)
+    server, *_ = check_documents(run)
+    check = server["validation"]["checks"][0]
+    assert check["ok"] and check["counter_sum"] == check["expected_sum"] > 0
+
+
+def test_roce_link_layer_with_gid_index() -> None:
+    run = benchrun.standalone("lat", ["--verb", "send", "-x", "0", *SHORT], link="roce")
+    _, client = check_documents(run)
+    assert client["environment"]["device"]["link_layer"] == "Ethernet"
+
+
+def test_out_json_file_and_table(tmp_path) -> None:
+    out = tmp_path / "client.json"
+    run = benchrun.standalone("tput", [*SHORT], client_args=[f"--out_json={out}"])
+    assert run.ok, run.describe()
+    assert "Mops" in run.clients[0].stdout  # the table goes to stdout when JSON goes to a file
+    assert json.loads(out.read_text())["role"] == "client"
