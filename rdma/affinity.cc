@@ -60,6 +60,20 @@ std::vector<int> CpusOfNode(int node) {
   return ParseCpuList(list);
 }
 
+std::vector<int> AllowedCpus(const std::vector<int>& wanted) {
+  cpu_set_t mask;
+  CPU_ZERO(&mask);
+  if (sched_getaffinity(0, sizeof(mask), &mask) != 0) return wanted;
+  std::vector<int> both, allowed;
+  for (int cpu = 0; cpu < CPU_SETSIZE; ++cpu) {
+    if (CPU_ISSET(cpu, &mask)) allowed.push_back(cpu);
+  }
+  for (const int cpu : wanted) {
+    if (cpu >= 0 && cpu < CPU_SETSIZE && CPU_ISSET(cpu, &mask)) both.push_back(cpu);
+  }
+  return both.empty() ? allowed : both;
+}
+
 void PinThisThread(const std::vector<int>& cpus) {
   cpu_set_t set;
   CPU_ZERO(&set);

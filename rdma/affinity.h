@@ -12,6 +12,9 @@ std::vector<int> ParseCpuList(const std::string& list);
 int DeviceNumaNode(const std::string& device_name);
 // CPUs of a NUMA node, or every online CPU when the node is -1 or unknown.
 std::vector<int> CpusOfNode(int node);
+// The CPUs of `wanted` this thread may run on (its affinity mask, e.g. from taskset), or
+// the whole mask when they share none.
+std::vector<int> AllowedCpus(const std::vector<int>& wanted);
 // Restricts the calling thread to `cpus` (one CPU pins it); fails naming the CPUs and the
 // online set.
 void PinThisThread(const std::vector<int>& cpus);

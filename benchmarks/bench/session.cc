@@ -24,7 +24,8 @@ Session::Session(Options options, bool node_roles)
       pd_(AllocatePd(device_)),
       address_(LocalAddress(device_, options_.gid_index)),
       clock_(TscClock::Calibrate()) {
-  cpus_ = options_.cpus.empty() ? CpusOfNode(DeviceNumaNode(device_.name())) : ParseCpuList(options_.cpus);
+  cpus_ = options_.cpus.empty() ? AllowedCpus(CpusOfNode(DeviceNumaNode(device_.name())))
+                                : ParseCpuList(options_.cpus);
   if (cpus_.empty()) Fail("no CPU to run on: --cpus '", options_.cpus, "' lists none");
 
   std::string host;

@@ -6,6 +6,7 @@
 #include <infiniband/verbs.h>
 
 #include <algorithm>
+#include <array>
 #include <functional>
 #include <bit>
 #include <cstring>
@@ -31,6 +32,9 @@ struct SendQueue {
   ibv_qp* qp = nullptr;
   std::uint64_t posted = 0;
   std::uint64_t retired = 0;
+  std::uint32_t next_slot = 0;     // posted % slots_per_lane, without a division
+  std::uint32_t until_signal = 0;  // WRs left before the next signaled one
+  std::uint64_t posted_before_size = 0;  // posted when the current payload size began
   std::vector<std::uint64_t> signaled_post_tsc;  // ring indexed by signal number
 };
 
@@ -47,6 +51,11 @@ struct Target {
 };
 
 struct ActiveThread {
+  std::array<ibv_send_wr, kMaxPostList> wrs{};
+  std::array<ibv_sge, kMaxPostList * kMaxSges> sges{};
+  const Target* prepared_target = nullptr;
+  std::uint32_t prepared_size = 0;
+  int prepared_count = 0;
   CqPtr cq;
   std::vector<QpPtr> qps;
   std::vector<AhPtr> ahs;
@@ -86,6 +95,7 @@ class TputRun {
   void Setup();
   void ConnectActive(const json& endpoints_of_peers);
   void RunActive(ActiveThread& thread, int index, std::uint32_t size);
+  void PrepareBatch(ActiveThread& thread, const Target& target, std::uint32_t size, int count);
   void PostBatch(ActiveThread& thread, Target& target, SendQueue& queue, std::uint32_t size, int count,
                  bool force_signal, bool measuring, std::uint64_t& rng);
   std::uint64_t PollSends(ActiveThread& thread, bool measuring);
@@ -177,6 +187,7 @@ void TputRun::Setup() {
         SendQueue& queue = thread.queues.emplace_back();
         queue.qp = thread.qps.back().get();
         queue.signaled_post_tsc.resize(std::bit_ceil(std::uint64_t(o.tx_depth / o.cq_mod + 2)));
+        queue.until_signal = static_cast<std::uint32_t>(o.cq_mod);
         const std::uint32_t lane = static_cast<std::uint32_t>(t * o.qp + q % o.qp);
         const Endpoint endpoint{queue.qp->qp_num, lane, session_.address()};
         if (plan_.qp_type == IBV_QPT_UD) {
@@ -279,63 +290,99 @@ void TputRun::PostRecv(PassiveThread& thread, std::size_t queue, std::uint32_t s
   if (ibv_post_recv(thread.qps[queue], &wr, &bad) != 0) FailErrno("ibv_post_recv", errno);
 }
 
-void TputRun::PostBatch(ActiveThread& thread, Target& target, SendQueue& queue, std::uint32_t size, int count,
-                        bool force_signal, bool measuring, std::uint64_t& rng) {
+void TputRun::PrepareBatch(ActiveThread& thread, const Target& target, std::uint32_t size, int count) {
+  // Everything that stays the same from batch to batch of one target is written once;
+  // PostBatch then fills in only ids, flags, slot addresses and immediates.
   const Options& o = session_.options();
-  ibv_send_wr wrs[kMaxPostList];
-  ibv_sge sges[kMaxPostList * kMaxSges];
   const std::uint32_t sge_count = plan_.kind == VerbKind::kSend && size == 0 ? 0 : static_cast<std::uint32_t>(o.sge);
-  const bool inline_payload = size <= plan_.inline_threshold && plan_.kind != VerbKind::kRead && !IsAtomicKind(plan_.kind);
-  std::uint8_t* local_lane = thread.local.data() + std::uint64_t{target.local_lane} * plan_.slots_per_lane * plan_.slot_bytes;
   for (int i = 0; i < count; ++i) {
-    const std::uint64_t seq = queue.posted + static_cast<std::uint64_t>(i);
-    const std::uint32_t slot = static_cast<std::uint32_t>(seq % plan_.slots_per_lane);
-    const bool signaled = force_signal || (seq + 1) % static_cast<std::uint64_t>(o.cq_mod) == 0;
-    ibv_send_wr& wr = wrs[i];
+    ibv_send_wr& wr = thread.wrs[static_cast<std::size_t>(i)];
     wr = {};
-    wr.wr_id = (std::uint64_t{target.queue} << 48) | (seq + 1);
-    wr.next = i + 1 < count ? &wrs[i + 1] : nullptr;
-    wr.sg_list = &sges[i * kMaxSges];
+    wr.next = i + 1 < count ? &thread.wrs[static_cast<std::size_t>(i) + 1] : nullptr;
+    ibv_sge* sges = &thread.sges[static_cast<std::size_t>(i) * kMaxSges];
+    wr.sg_list = sges;
     wr.num_sge = static_cast<int>(sge_count);
-    wr.send_flags = (signaled ? unsigned{IBV_SEND_SIGNALED} : 0u) | (inline_payload ? unsigned{IBV_SEND_INLINE} : 0u);
-    std::uint8_t* local = local_lane + std::uint64_t{slot} * plan_.slot_bytes;
-    const std::uint64_t remote_offset = plan_.RemoteOffset(target.source, target.lane, slot);
-    std::uint32_t done = 0;
     for (std::uint32_t s = 0; s < sge_count; ++s) {
-      const std::uint32_t piece = s + 1 == sge_count ? size - done : size / sge_count;
-      sges[i * kMaxSges + s] = {reinterpret_cast<std::uintptr_t>(local + done), piece, thread.local.mr->lkey};
-      done += piece;
+      sges[s].length = s + 1 == sge_count ? size - (sge_count - 1) * (size / sge_count) : size / sge_count;
+      sges[s].lkey = thread.local.mr->lkey;
     }
     switch (plan_.kind) {
       case VerbKind::kWrite:
         wr.opcode = IBV_WR_RDMA_WRITE;
-        wr.wr.rdma = {target.remote.address + remote_offset, target.remote.rkey};
+        wr.wr.rdma.rkey = target.remote.rkey;
         break;
       case VerbKind::kRead:
         wr.opcode = IBV_WR_RDMA_READ;
-        wr.wr.rdma = {target.remote.address + remote_offset, target.remote.rkey};
+        wr.wr.rdma.rkey = target.remote.rkey;
         break;
       case VerbKind::kSend:
         wr.opcode = plan_.send_with_imm ? IBV_WR_SEND_WITH_IMM : IBV_WR_SEND;
-        wr.imm_data = plan_.Tag(target.source, target.lane, slot);
         if (plan_.qp_type == IBV_QPT_UD) wr.wr.ud = {target.ah, target.remote_qpn, kUdQkey};
+        break;
+      case VerbKind::kCas:
+      case VerbKind::kFaa:
+        wr.num_sge = 1;
+        sges[0] = {0, 8, thread.local.mr->lkey};
+        wr.opcode = plan_.kind == VerbKind::kCas ? IBV_WR_ATOMIC_CMP_AND_SWP : IBV_WR_ATOMIC_FETCH_AND_ADD;
+        wr.wr.atomic.rkey = target.remote.rkey;
+        wr.wr.atomic.compare_add = 1;
+        break;
+    }
+  }
+  thread.prepared_target = &target;
+  thread.prepared_size = size;
+  thread.prepared_count = count;
+}
+
+void TputRun::PostBatch(ActiveThread& thread, Target& target, SendQueue& queue, std::uint32_t size, int count,
+                        bool force_signal, bool measuring, std::uint64_t& rng) {
+  const Options& o = session_.options();
+  if (thread.prepared_target != &target || thread.prepared_size != size || thread.prepared_count != count) {
+    PrepareBatch(thread, target, size, count);
+  }
+  const unsigned inline_flag = size <= plan_.inline_threshold && (plan_.kind == VerbKind::kWrite || plan_.kind == VerbKind::kSend)
+                                   ? unsigned{IBV_SEND_INLINE}
+                                   : 0u;
+  const int sge_count = plan_.kind == VerbKind::kSend && size == 0 ? 0 : o.sge;
+  std::uint8_t* const local_lane =
+      thread.local.data() + std::uint64_t{target.local_lane} * plan_.slots_per_lane * plan_.slot_bytes;
+  const std::uint32_t tag_base = plan_.Tag(target.source, target.lane, 0);
+  const std::uint64_t remote_base = target.remote.address + std::uint64_t{tag_base} * plan_.slot_bytes;
+  for (int i = 0; i < count; ++i) {
+    const std::uint64_t seq = queue.posted + static_cast<std::uint64_t>(i);
+    const std::uint32_t slot = queue.next_slot;
+    queue.next_slot = slot + 1 == plan_.slots_per_lane ? 0 : slot + 1;
+    const bool signaled = force_signal || --queue.until_signal == 0;
+    if (queue.until_signal == 0) queue.until_signal = static_cast<std::uint32_t>(o.cq_mod);
+    ibv_send_wr& wr = thread.wrs[static_cast<std::size_t>(i)];
+    wr.wr_id = (std::uint64_t{target.queue} << 48) | (seq + 1);
+    wr.send_flags = (signaled ? unsigned{IBV_SEND_SIGNALED} : 0u) | inline_flag;
+    std::uint8_t* const local = local_lane + std::uint64_t{slot} * plan_.slot_bytes;
+    ibv_sge* const sges = wr.sg_list;
+    std::uint64_t offset = 0;
+    for (int s = 0; s < sge_count; ++s) {
+      sges[s].addr = reinterpret_cast<std::uintptr_t>(local) + offset;
+      offset += sges[s].length;
+    }
+    switch (plan_.kind) {
+      case VerbKind::kWrite:
+      case VerbKind::kRead:
+        wr.wr.rdma.remote_addr = remote_base + std::uint64_t{slot} * plan_.slot_bytes;
+        break;
+      case VerbKind::kSend:
+        wr.imm_data = tag_base + slot;
         break;
       case VerbKind::kCas:
       case VerbKind::kFaa: {
         const std::uint64_t counter = o.counters == 1 ? 0 : NextRandom(rng) % static_cast<std::uint64_t>(o.counters);
-        sges[i * kMaxSges] = {reinterpret_cast<std::uintptr_t>(local), 8, thread.local.mr->lkey};
-        wr.num_sge = 1;
-        wr.opcode = plan_.kind == VerbKind::kCas ? IBV_WR_ATOMIC_CMP_AND_SWP : IBV_WR_ATOMIC_FETCH_AND_ADD;
+        sges[0].addr = reinterpret_cast<std::uintptr_t>(local);
         wr.wr.atomic.remote_addr = target.remote.address + counter * static_cast<std::uint64_t>(o.counter_stride);
-        wr.wr.atomic.rkey = target.remote.rkey;
         if (plan_.kind == VerbKind::kCas) {
           // The slot remembers which counter it asked about, so the completion can learn the value.
           wr.wr.atomic.compare_add = thread.cas_guess[counter];
           wr.wr.atomic.swap = thread.cas_guess[counter] + 1;
           std::memcpy(local + 8, &counter, sizeof(counter));
           std::memcpy(local + 16, &wr.wr.atomic.compare_add, sizeof(std::uint64_t));
-        } else {
-          wr.wr.atomic.compare_add = 1;
         }
         break;
       }
@@ -345,8 +392,10 @@ void TputRun::PostBatch(ActiveThread& thread, Target& target, SendQueue& queue, 
       queue.signaled_post_tsc[signal & (queue.signaled_post_tsc.size() - 1)] = measuring ? ReadTsc() : 0;
     }
   }
+  // A forced signal (the drain) resets the countdown so the next WR is not signaled early.
+  if (force_signal) queue.until_signal = static_cast<std::uint32_t>(o.cq_mod);
   ibv_send_wr* bad = nullptr;
-  const int error_number = ibv_post_send(queue.qp, wrs, &bad);
+  const int error_number = ibv_post_send(queue.qp, thread.wrs.data(), &bad);
   if (error_number != 0) {
     Fail("ibv_post_send of ", count, " WRs on QP ", queue.qp->qp_num, ": ", std::strerror(error_number));
   }
@@ -405,6 +454,10 @@ void TputRun::RunActive(ActiveThread& thread, int index, std::uint32_t size) {
   std::uint64_t rng = o.seed * 0x9E3779B97F4A7C15ull + static_cast<std::uint64_t>(index) + 1;
   // CAS slots carry (result, counter, compare): each CAS needs its own slot until it completes.
   thread.latency.Clear();
+  for (auto& queue : thread.queues) {
+    queue.next_slot = 0;
+    queue.posted_before_size = queue.posted;
+  }
   for (auto& target : thread.targets) target.measured_posts = 0;
 
   const std::uint64_t start = ReadTsc();
@@ -416,13 +469,17 @@ void TputRun::RunActive(ActiveThread& thread, int index, std::uint32_t size) {
   const std::size_t targets = thread.targets.size();
   const bool random_targets = o.direction == "alltoall";
   for (;;) {
+    // Fill windows before polling (as perftest does): one poll per many posts when
+    // signaling is selective. Random targets (all-to-all) change with every batch.
     for (std::size_t k = 0; k < targets; ++k) {
-      std::size_t pick = random_targets ? NextRandom(rng) % targets : next_target;
+      const std::size_t pick = random_targets ? NextRandom(rng) % targets : next_target;
       next_target = next_target + 1 == targets ? 0 : next_target + 1;
       Target& target = thread.targets[pick];
       SendQueue& queue = thread.queues[target.queue];
-      if (queue.posted - queue.retired + static_cast<std::uint64_t>(post_list) > window) continue;
-      PostBatch(thread, target, queue, size, post_list, false, measuring, rng);
+      do {
+        if (queue.posted - queue.retired + static_cast<std::uint64_t>(post_list) > window) break;
+        PostBatch(thread, target, queue, size, post_list, false, measuring, rng);
+      } while (!random_targets);
     }
     const std::uint64_t retired = PollSends(thread, measuring);
     now = ReadTsc();
@@ -443,12 +500,12 @@ void TputRun::RunActive(ActiveThread& thread, int index, std::uint32_t size) {
   // the peers tear their memory down.
   for (auto& target : thread.targets) {
     SendQueue& queue = thread.queues[target.queue];
-    if (queue.posted % static_cast<std::uint64_t>(o.cq_mod) != 0 && queue.posted != queue.retired) {
+    if (queue.until_signal != static_cast<std::uint32_t>(o.cq_mod) && queue.posted != queue.retired) {
       while (queue.posted - queue.retired + 1 > window) {
         PollSends(thread, false);
         if (ReadTsc() >= deadline_ticks) Fail("--timeout passed while draining the send queues");
       }
-      if (queue.posted % static_cast<std::uint64_t>(o.cq_mod) != 0) PostBatch(thread, target, queue, size, 1, true, false, rng);
+      PostBatch(thread, target, queue, size, 1, true, false, rng);
     }
   }
   for (auto& queue : thread.queues) {
@@ -535,7 +592,7 @@ ResultRow TputRun::Measure(std::size_t size_index, std::uint32_t size) {
     RunPinnedThreads(session_, o.threads, [&](int t) { RunActive(active_[static_cast<std::size_t>(t)], t, size); });
     row.latency_ns = std::make_unique<LatencyHistogram>();
     row.latency_kind = "queueing";
-    std::uint64_t posted = 0, cas_successes = 0;
+    std::uint64_t posted = 0, posted_size = 0, cas_successes = 0;
     json per_peer_ops = json::object();
     json lane_posts = json::object();
     for (std::size_t t = 0; t < active_.size(); ++t) {
@@ -551,14 +608,16 @@ ResultRow TputRun::Measure(std::size_t size_index, std::uint32_t size) {
       }
       for (std::size_t q = 0; q < thread.queues.size(); ++q) {
         posted += thread.queues[q].posted;
+        posted_size += thread.queues[q].posted - thread.queues[q].posted_before_size;
         if (plan_.qp_type != IBV_QPT_UD) {
           lane_posts[peers[q / static_cast<std::size_t>(o.qp)]][std::to_string(t * o.qp + q % o.qp)] =
-              thread.queues[q].posted;
+              thread.queues[q].posted - thread.queues[q].posted_before_size;
         }
       }
     }
     mine = {{"ops", row.ops}, {"duration_s", row.duration_s}, {"per_peer_ops", per_peer_ops},
-            {"lane_posts", lane_posts}, {"posted_total", posted}, {"cas_successes", cas_successes}};
+            {"lane_posts", lane_posts}, {"posted_total", posted}, {"posted_size", posted_size},
+            {"cas_successes", cas_successes}};
     session_.Put("result" + suffix, mine);
   } else {
     row.rate_measured = false;
@@ -597,7 +656,7 @@ ResultRow TputRun::Measure(std::size_t size_index, std::uint32_t size) {
     std::uint64_t received = 0, sent = 0;
     for (const auto& thread : passive_) received += thread.received;
     for (const auto& [name, result] : active_results.items()) {
-      if (name != SelfName(session_)) sent += result.at("posted_total").get<std::uint64_t>();
+      if (name != SelfName(session_)) sent += result.at("posted_size").get<std::uint64_t>();
     }
     row.extra["received_ops"] = received;
     row.extra["sent_ops"] = sent;
@@ -656,7 +715,8 @@ json ValidateActiveReads(const TputPlan& plan, const std::vector<ActiveThread>& 
   std::uint64_t checked = 0, bad = 0;
   for (const auto& thread : threads) {
     for (const auto& target : thread.targets) {
-      const std::uint64_t posts = thread.queues[target.queue].posted;
+      const SendQueue& queue = thread.queues[target.queue];
+      const std::uint64_t posts = queue.posted - queue.posted_before_size;
       for (std::uint32_t slot = 0; slot < plan.slots_per_lane && slot < posts; ++slot) {
         const std::uint8_t* local = thread.local.data() +
                                     (std::uint64_t{target.local_lane} * plan.slots_per_lane + slot) * plan.slot_bytes;

@@ -63,6 +63,9 @@ TPUT_CASES = {
     "send-ud": ["--verb", "send", "-c", "UD", "-t", "32"],
     "send-ud-header-only": ["--verb", "send", "-c", "UD", "--header-only", "-t", "32"],
     "write-two-threads": ["--verb", "write", "--threads", "2"],
+    "write-sweep": ["--verb", "write", "-s", "256,8"],
+    "read-sweep": ["--verb", "read", "-s", "4096,16", "-t", "8"],
+    "send-sweep": ["--verb", "send", "-s", "1024,32", "-Q", "4"],
 }
 
 

@@ -1,0 +1,213 @@
+#!/usr/bin/python3
+"""rdmalab-bench against perftest on the same devices, side by side in one run.
+
+For each metric, perftest's tool and rdmalab-bench run with the same configuration
+(size, window, CQ moderation, inline size as perftest's defaults) and the same pinning
+(server on --server-core, client on --client-core), in paired rounds that alternate which
+tool goes first. Reported per metric: the median of each side over --runs rounds, the
+median of the per-round ratios (rdmalab / perftest), and whether it lies within the
+target band (default +-15%). Latency compares medians (perftest's t_typical with
+rdmalab's lat_us_p50); rate compares MsgRate[Mpps] with mops.
+
+Backends: softnic (default; this repo's libibverbs on a fabric of its own) or verbs (the
+system libibverbs, e.g. rxe0/rxe1 inside scripts/rxe-vm). A benchmark, not a test:
+nothing is asserted; the exit code is non-zero only if a command failed or its output
+could not be parsed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import datetime
+import json
+import os
+import statistics
+import sys
+import tempfile
+import uuid
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import pairrun  # noqa: E402
+from compare_ucx import ParseError, perftest_lat_us, perftest_rate_mpps  # noqa: E402
+
+SCHEMA_VERSION = "rdmalab-compare-perftest/1"
+PAIR_TIMEOUT_S = 120.0
+ROOT = Path(__file__).resolve().parents[2]
+# perftest 4.5's defaults (perftest_parameters.h), given to both tools explicitly.
+PERFTEST_TX_DEPTH_BW = 128
+PERFTEST_CQ_MOD_BW = 100
+PERFTEST_INLINE = {"write": 220, "send": 236, "read": 0}
+
+
+@dataclasses.dataclass(frozen=True)
+class Metric:
+    kind: str  # "lat" or "bw"
+    verb: str
+    size: int
+
+    @property
+    def id(self) -> str:
+        return f"{self.verb}_{self.kind}_{self.size}B"
+
+    @property
+    def unit(self) -> str:
+        return "us" if self.kind == "lat" else "Mpps"
+
+    def perftest_args(self, a) -> list[str]:
+        tool = f"ib_{self.verb}_{self.kind}"
+        if self.kind == "lat":
+            return [tool, "-s", str(self.size), "-n", str(a.lat_iters)]
+        return [tool, "-s", str(self.size), "-D", str(a.bw_seconds), "-t", str(PERFTEST_TX_DEPTH_BW),
+                "-Q", str(PERFTEST_CQ_MOD_BW)]
+
+    def bench_args(self, a) -> list[str]:
+        inline = PERFTEST_INLINE[self.verb] if self.size <= PERFTEST_INLINE[self.verb] else 0
+        if self.kind == "lat":
+            return ["lat", "--verb", self.verb, "-s", str(self.size), "-n", str(a.lat_iters), "-I", str(inline)]
+        return ["tput", "--verb", self.verb, "-s", str(self.size), "-D", str(a.bw_seconds),
+                "-t", str(PERFTEST_TX_DEPTH_BW), "-Q", str(PERFTEST_CQ_MOD_BW), "-I", str(inline)]
+
+
+def metrics(a) -> list[Metric]:
+    out = [Metric("lat", v, s) for s in a.lat_sizes for v in a.lat_verbs]
+    out += [Metric("bw", v, s) for s in a.bw_sizes for v in a.bw_verbs]
+    return out
+
+
+class Runner:
+    def __init__(self, a) -> None:
+        self.a = a
+        self.fabric = f"compare-perftest-{uuid.uuid4().hex[:8]}"
+
+    def env(self) -> dict[str, str]:
+        env = dict(os.environ)
+        if self.a.backend == "softnic":
+            env.update(LD_LIBRARY_PATH=self.a.softnic_lib, SOFTNIC_FABRIC=self.fabric, SOFTNIC_LINK=self.a.link)
+        return env
+
+    def pair(self, args: list[str], tool_path: str, port: int, extra_server: list[str],
+             extra_client: list[str]) -> tuple[list[str], list[str]]:
+        gid = ["-x", str(self.a.gid_index)] if self.a.gid_index is not None else []
+        common = [tool_path, *args, "-p", str(port), *gid]
+        return (["taskset", "-c", str(self.a.server_core), *common, "-d", self.a.server_dev, *extra_server],
+                ["taskset", "-c", str(self.a.client_core), *common, "-d", self.a.client_dev, *extra_client,
+                 "127.0.0.1"])
+
+    def perftest(self, m: Metric, record: dict) -> float | None:
+        args = m.perftest_args(self.a)
+        port = pairrun.free_port()
+        server, client = self.pair(args[1:], str(Path(self.a.perftest_dir) / args[0]), port, ["-F"], ["-F"])
+        r = pairrun.run_pair(server, client, port, self.env(), PAIR_TIMEOUT_S)
+        record["commands"]["perftest"] = {"server": server, "client": client}
+        if not r.ok:
+            record["errors"].append(r.describe())
+            return None
+        try:
+            return (perftest_lat_us if m.kind == "lat" else perftest_rate_mpps)(r.client.output)
+        except ParseError as e:
+            record["errors"].append(f"{e}\n{r.describe()}")
+            return None
+
+    def rdmalab(self, m: Metric, record: dict) -> float | None:
+        port = pairrun.free_port()
+        with tempfile.TemporaryDirectory() as tmp:
+            out = Path(tmp) / "client.json"
+            server, client = self.pair(m.bench_args(self.a), self.a.bench, port, [],
+                                       [f"--out_json={out}"])
+            r = pairrun.run_pair(server, client, port, self.env(), PAIR_TIMEOUT_S)
+            record["commands"]["rdmalab"] = {"server": server, "client": client}
+            if not r.ok:
+                record["errors"].append(r.describe())
+                return None
+            row = json.loads(out.read_text())["results"][0]
+        return row["lat_us_p50"] if m.kind == "lat" else row["mops"]
+
+    def remove_fabric(self) -> None:
+        if self.a.backend == "softnic":
+            pairrun.run_one([self.a.softnic_cli, "fabric", "rm", "--fabric", self.fabric], os.environ, 30.0)
+
+
+def measure(a) -> list[dict]:
+    runner = Runner(a)
+    rows = []
+    try:
+        for m in metrics(a):
+            record = {"metric": m.id, "unit": m.unit, "perftest": [], "rdmalab": [], "ratios": [], "errors": [],
+                      "commands": {}}
+            for round_index in range(a.runs):
+                order = ("perftest", "rdmalab") if round_index % 2 == 0 else ("rdmalab", "perftest")
+                values = {}
+                for side in order:
+                    values[side] = getattr(runner, side)(m, record)
+                    if values[side] is not None:
+                        record[side].append(values[side])
+                if values["perftest"] and values["rdmalab"]:
+                    record["ratios"].append(values["rdmalab"] / values["perftest"])
+            for side in ("perftest", "rdmalab"):
+                record[f"{side}_median"] = statistics.median(record[side]) if record[side] else None
+            record["ratio"] = statistics.median(record["ratios"]) if record["ratios"] else None
+            record["within_target"] = (record["ratio"] is not None
+                                       and abs(record["ratio"] - 1.0) <= a.target_band)
+            rows.append(record)
+            print_row(record, a.target_band)
+    finally:
+        runner.remove_fabric()
+    return rows
+
+
+def print_row(r: dict, band: float) -> None:
+    def f(v):
+        return "-" if v is None else f"{v:10.3f}"
+    met = "-" if r["ratio"] is None else ("yes" if r["within_target"] else "NO")
+    print(f"{r['metric']:>18} {r['unit']:>5} {f(r['perftest_median'])} {f(r['rdmalab_median'])} "
+          f"{f(r['ratio'])}  +-{band:.0%}: {met}", flush=True)
+
+
+def main() -> int:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    build = ROOT / "build"
+    p.add_argument("--backend", choices=["softnic", "verbs"], default="softnic")
+    p.add_argument("--bench", default=str(build / "bin" / "rdmalab-bench"))
+    p.add_argument("--softnic-lib", default=str(build / "lib" / "softnic"))
+    p.add_argument("--softnic-cli", default=str(build / "bin" / "softnic"))
+    p.add_argument("--perftest-dir", default="/usr/bin")
+    p.add_argument("--server-dev", default="softnic0")
+    p.add_argument("--client-dev", default="softnic1")
+    p.add_argument("--gid-index", type=int, default=None, help="-x for both tools (RoCE/rxe needs one)")
+    p.add_argument("--link", choices=["ib", "roce"], default="ib", help="softnic fabric link layer")
+    p.add_argument("--server-core", type=int, default=0)
+    p.add_argument("--client-core", type=int, default=1)
+    p.add_argument("--runs", type=int, default=3)
+    p.add_argument("--lat-iters", type=int, default=20000)
+    p.add_argument("--bw-seconds", type=int, default=2)
+    p.add_argument("--lat-sizes", type=lambda s: [int(x) for x in s.split(",")], default=[8])
+    p.add_argument("--bw-sizes", type=lambda s: [int(x) for x in s.split(",")], default=[64])
+    p.add_argument("--lat-verbs", type=lambda s: s.split(","), default=["write", "read", "send"])
+    p.add_argument("--bw-verbs", type=lambda s: s.split(","), default=["write", "send"])
+    p.add_argument("--target-band", type=float, default=0.15)
+    p.add_argument("--out", help="write the JSON document here")
+    a = p.parse_args()
+    for verb in a.lat_verbs + a.bw_verbs:
+        if verb not in PERFTEST_INLINE:
+            p.error(f"verb {verb!r}: valid verbs are {', '.join(PERFTEST_INLINE)}")
+    print(f"{'metric':>18} {'unit':>5} {'perftest':>10} {'rdmalab':>10} {'ratio':>10}  target")
+    rows = measure(a)
+    document = {"schema_version": SCHEMA_VERSION,
+                "context": {"date": datetime.datetime.now(datetime.timezone.utc).isoformat(),
+                            "backend": a.backend, "devices": [a.server_dev, a.client_dev],
+                            "cores": [a.server_core, a.client_core], "runs": a.runs,
+                            "target_band": a.target_band, "host": os.uname().nodename},
+                "metrics": rows}
+    if a.out:
+        Path(a.out).parent.mkdir(parents=True, exist_ok=True)
+        Path(a.out).write_text(json.dumps(document, indent=2) + "\n")
+    failed = [r for r in rows if r["errors"]]
+    for r in failed:
+        print(f"--- {r['metric']}: {len(r['errors'])} failed run(s)\n{r['errors'][0]}", file=sys.stderr)
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
