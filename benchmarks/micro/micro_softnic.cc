@@ -26,18 +26,17 @@
 
 namespace {
 
-constexpr uint32_t kMsgBytes = 32;
+constexpr uint32_t kWrApiBytes = 32;
 constexpr uint32_t kBatchWrs = 16;           // exactly one signaled WR per batch
 constexpr uint32_t kMaxSignaledInFlight = 4;  // batches outstanding before we wait
 constexpr uint32_t kSqDepth = 128;
 constexpr uint32_t kCqDepth = 64;
-constexpr uint32_t kMaxInlineBytes = 64;
+constexpr uint32_t kMaxInlineBytes = 256;  // the largest inline payload measured
 constexpr size_t kBufBytes = 4096;
 static_assert(kSqDepth >= kBatchWrs * kMaxSignaledInFlight,
               "unsignaled slots are freed only when a later signaled WR completes");
 static_assert(kCqDepth >= kMaxSignaledInFlight);
-static_assert(kMsgBytes <= kMaxInlineBytes);
-static_assert(kMsgBytes <= kBufBytes);
+static_assert(kMaxInlineBytes <= kBufBytes);
 
 [[noreturn]] void fail(const std::string& what, int err) {
   throw std::runtime_error(what + ": " + std::strerror(err) + " (errno " + std::to_string(err) + ")");
@@ -239,10 +238,12 @@ void drain_and_report(ibv_cq* cq, uint32_t in_flight, benchmark::State& state) {
   report(state);
 }
 
-// Each iteration is one batch: kBatchWrs WRITEs, the last signaled; arg 0 = one
-// ibv_post_send per WR, arg 1 = the batch as one linked list (one doorbell).
+// Each iteration is one batch: kBatchWrs inline WRITEs of `bytes`, the last signaled;
+// linked 0 = one ibv_post_send per WR, 1 = the batch as one linked list (one doorbell).
+// The bytes sweep shows the cost of the inline copy.
 void BM_PostSendWrite(benchmark::State& state) {
   const bool linked = state.range(0) != 0;
+  const auto bytes = static_cast<uint32_t>(state.range(1));
   std::unique_ptr<Pair> pair;
   try {
     pair = std::make_unique<Pair>(Api::kPostSend);
@@ -254,7 +255,7 @@ void BM_PostSendWrite(benchmark::State& state) {
   ibv_sge sge[kBatchWrs];
   ibv_send_wr wr[kBatchWrs];
   for (uint32_t i = 0; i < kBatchWrs; ++i) {
-    sge[i] = {reinterpret_cast<uintptr_t>(s.buf.get()), kMsgBytes, s.mr->lkey};
+    sge[i] = {reinterpret_cast<uintptr_t>(s.buf.get()), bytes, s.mr->lkey};
     wr[i] = {};
     wr[i].wr_id = i;
     wr[i].sg_list = &sge[i];
@@ -282,7 +283,14 @@ void BM_PostSendWrite(benchmark::State& state) {
   }
   drain_and_report(s.cq, in_flight, state);
 }
-BENCHMARK(BM_PostSendWrite)->ArgName("linked")->Arg(0)->Arg(1);
+BENCHMARK(BM_PostSendWrite)
+    ->ArgNames({"linked", "bytes"})
+    ->Args({0, 32})
+    ->Args({1, 32})
+    ->Args({1, 8})
+    ->Args({1, 64})
+    ->Args({1, 128})
+    ->Args({1, 256});
 
 // The same batch through the extended API: ibv_wr_start / ibv_wr_rdma_write /
 // ibv_wr_set_inline_data / ibv_wr_complete, one start..complete per batch.
@@ -305,7 +313,7 @@ void BM_WrApiWrite(benchmark::State& state) {
       qpx->wr_id = i;
       qpx->wr_flags = IBV_SEND_INLINE | (i + 1 == kBatchWrs ? IBV_SEND_SIGNALED : 0);
       ibv_wr_rdma_write(qpx, rkey, raddr);
-      ibv_wr_set_inline_data(qpx, s.buf.get(), kMsgBytes);
+      ibv_wr_set_inline_data(qpx, s.buf.get(), kWrApiBytes);
     }
     if (int rc = ibv_wr_complete(qpx)) {
       state.SkipWithError((std::string("ibv_wr_complete: ") + std::strerror(rc)).c_str());
