@@ -1,5 +1,6 @@
-// Cycle-accurate timestamps: the TSC, calibrated once against CLOCK_MONOTONIC. Reading it
-// costs a few ns and no syscall, so latency samples can be taken on every operation.
+// Fine-grained timestamps: the TSC, calibrated once against CLOCK_MONOTONIC, where the CPU
+// has an invariant TSC; otherwise (e.g. qemu TCG guests) CLOCK_MONOTONIC itself, read
+// through the vDSO. Either way no syscall, so latency samples can be taken on every op.
 #pragma once
 
 #include <cstdint>
@@ -9,13 +10,18 @@ namespace rdmalab {
 
 inline std::uint64_t ReadTsc() noexcept { return __rdtsc(); }
 
+// CLOCK_MONOTONIC in ns (vDSO: no syscall).
+std::uint64_t MonotonicNs() noexcept;
+
 class TscClock {
  public:
-  // Measures the TSC rate over `window_ms` of CLOCK_MONOTONIC. Fails when the CPU has no
-  // invariant TSC (constant_tsc and nonstop_tsc in /proc/cpuinfo): its ticks would not be time.
+  // Measures the TSC rate over `window_ms` of CLOCK_MONOTONIC, or picks CLOCK_MONOTONIC when
+  // the CPU has no invariant TSC (constant_tsc and nonstop_tsc in /proc/cpuinfo).
   static TscClock Calibrate(unsigned window_ms = 50);
 
-  std::uint64_t Now() const noexcept { return ReadTsc(); }
+  std::uint64_t Now() const noexcept { return use_tsc_ ? ReadTsc() : MonotonicNs(); }
+  // "tsc" or "clock_monotonic".
+  const char* Source() const noexcept { return use_tsc_ ? "tsc" : "clock_monotonic"; }
   double NsPerTick() const noexcept { return ns_per_tick_; }
   double GHz() const noexcept { return 1.0 / ns_per_tick_; }
   std::uint64_t TicksToNs(std::uint64_t ticks) const noexcept {
@@ -26,11 +32,9 @@ class TscClock {
   }
 
  private:
-  explicit TscClock(double ns_per_tick) : ns_per_tick_(ns_per_tick) {}
+  TscClock(double ns_per_tick, bool use_tsc) : ns_per_tick_(ns_per_tick), use_tsc_(use_tsc) {}
   double ns_per_tick_;
+  bool use_tsc_;
 };
-
-// CLOCK_MONOTONIC in ns (vDSO: no syscall).
-std::uint64_t MonotonicNs() noexcept;
 
 }  // namespace rdmalab

@@ -233,7 +233,7 @@ ibv_wr_opcode Opcode(VerbKind kind) {
 ResultRow LatRun::MeasureClient(std::uint32_t size) {
   const TscClock& clock = session_.clock();
   const std::uint64_t iterations = o_.duration_s > 0 ? 0 : IterationsOrDefault(o_, 1000);
-  const std::uint64_t warmup_end = ReadTsc() + clock.NsToTicks(static_cast<std::uint64_t>(o_.warmup_s * 1e9));
+  const std::uint64_t warmup_end = session_.clock().Now() + clock.NsToTicks(static_cast<std::uint64_t>(o_.warmup_s * 1e9));
   const std::uint64_t duration_ticks = clock.NsToTicks(static_cast<std::uint64_t>(o_.duration_s * 1e9));
   const ibv_wr_opcode opcode = Opcode(kind_);
   ResultRow row;
@@ -244,7 +244,7 @@ ResultRow LatRun::MeasureClient(std::uint32_t size) {
   std::uint64_t measure_start = 0;
   std::uint64_t measured = 0;
   for (std::uint64_t i = iteration_; ; ++i) {
-    const std::uint64_t begin = ReadTsc();
+    const std::uint64_t begin = session_.clock().Now();
     if (pingpong_) {
       const bool signaled = (i + 1) % static_cast<std::uint64_t>(o_.cq_mod) == 0;
       Post(opcode, size, i, signaled);
@@ -259,7 +259,7 @@ ResultRow LatRun::MeasureClient(std::uint32_t size) {
       Post(opcode, size, i, true);
       WaitSendCompletion();
     }
-    const std::uint64_t end = ReadTsc();
+    const std::uint64_t end = session_.clock().Now();
     iteration_ = i + 1;
     if (end < warmup_end) continue;
     if (measure_start == 0) measure_start = begin;

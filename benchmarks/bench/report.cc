@@ -68,7 +68,8 @@ json EnvironmentJson(const Session& session) {
           {"kernel", std::string(uts.sysname) + " " + uts.release},
           {"device", DeviceJson(session)},
           {"provider_library", Device::ProviderLibrary()},
-          {"tsc_ghz", session.clock().GHz()},
+          {"clock_source", session.clock().Source()},
+          {"tsc_ghz", std::string(session.clock().Source()) == "tsc" ? json(session.clock().GHz()) : json(nullptr)},
           {"hugepages", session.options().use_hugepages}};
 }
 

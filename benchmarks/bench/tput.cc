@@ -389,7 +389,7 @@ void TputRun::PostBatch(ActiveThread& thread, Target& target, SendQueue& queue, 
     }
     if (signaled) {
       const std::uint64_t signal = DivideRoundUp(seq + 1, static_cast<std::uint64_t>(o.cq_mod));
-      queue.signaled_post_tsc[signal & (queue.signaled_post_tsc.size() - 1)] = measuring ? ReadTsc() : 0;
+      queue.signaled_post_tsc[signal & (queue.signaled_post_tsc.size() - 1)] = measuring ? session_.clock().Now() : 0;
     }
   }
   // A forced signal (the drain) resets the countdown so the next WR is not signaled early.
@@ -424,7 +424,7 @@ std::uint64_t TputRun::PollSends(ActiveThread& thread, bool measuring) {
   const int n = ibv_poll_cq(thread.cq.get(), kPollBatch, completions);
   if (n < 0) Fail("ibv_poll_cq failed on the send CQ");
   std::uint64_t retired = 0;
-  const std::uint64_t now = measuring ? ReadTsc() : 0;
+  const std::uint64_t now = measuring ? session_.clock().Now() : 0;
   for (int i = 0; i < n; ++i) {
     const ibv_wc& wc = completions[i];
     if (wc.status != IBV_WC_SUCCESS) CompletionFailed(wc, "measuring throughput");
@@ -448,7 +448,7 @@ void TputRun::RunActive(ActiveThread& thread, int index, std::uint32_t size) {
   const std::uint64_t warmup_ticks = clock.NsToTicks(static_cast<std::uint64_t>(o.warmup_s * 1e9));
   const std::uint64_t duration_ticks = clock.NsToTicks(static_cast<std::uint64_t>(o.duration_s * 1e9));
   const std::uint64_t iterations = o.duration_s > 0 ? 0 : IterationsOrDefault(o, 100'000);
-  const std::uint64_t deadline_ticks = ReadTsc() + clock.NsToTicks(session_.deadline_ns() - MonotonicNs());
+  const std::uint64_t deadline_ticks = session_.clock().Now() + clock.NsToTicks(session_.deadline_ns() - MonotonicNs());
   const int post_list = o.post_list;
   const std::uint64_t window = static_cast<std::uint64_t>(o.tx_depth);
   std::uint64_t rng = o.seed * 0x9E3779B97F4A7C15ull + static_cast<std::uint64_t>(index) + 1;
@@ -460,7 +460,7 @@ void TputRun::RunActive(ActiveThread& thread, int index, std::uint32_t size) {
   }
   for (auto& target : thread.targets) target.measured_posts = 0;
 
-  const std::uint64_t start = ReadTsc();
+  const std::uint64_t start = session_.clock().Now();
   std::uint64_t measure_start = start + warmup_ticks;
   bool measuring = warmup_ticks == 0;
   std::uint64_t measured_ops = 0;
@@ -482,7 +482,7 @@ void TputRun::RunActive(ActiveThread& thread, int index, std::uint32_t size) {
       } while (!random_targets);
     }
     const std::uint64_t retired = PollSends(thread, measuring);
-    now = ReadTsc();
+    now = session_.clock().Now();
     if (measuring) {
       measured_ops += retired;
       if (iterations != 0 ? measured_ops >= iterations : now - measure_start >= duration_ticks) break;
@@ -503,7 +503,7 @@ void TputRun::RunActive(ActiveThread& thread, int index, std::uint32_t size) {
     if (queue.until_signal != static_cast<std::uint32_t>(o.cq_mod) && queue.posted != queue.retired) {
       while (queue.posted - queue.retired + 1 > window) {
         PollSends(thread, false);
-        if (ReadTsc() >= deadline_ticks) Fail("--timeout passed while draining the send queues");
+        if (session_.clock().Now() >= deadline_ticks) Fail("--timeout passed while draining the send queues");
       }
       PostBatch(thread, target, queue, size, 1, true, false, rng);
     }
@@ -511,7 +511,7 @@ void TputRun::RunActive(ActiveThread& thread, int index, std::uint32_t size) {
   for (auto& queue : thread.queues) {
     while (queue.retired != queue.posted) {
       PollSends(thread, false);
-      if (ReadTsc() >= deadline_ticks) {
+      if (session_.clock().Now() >= deadline_ticks) {
         Fail("--timeout passed while waiting for ", queue.posted - queue.retired,
              " outstanding WRs (is the peer alive?)");
       }
