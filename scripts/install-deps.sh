@@ -13,8 +13,20 @@ packages=(
   ucx-utils
   # tests: ABI checks, non-root user checks
   binutils passwd util-linux procps
+  # model/: profiles and calibration data are YAML, parsed in C++
+  libyaml-cpp-dev
   # python side (Debian's /usr/bin/python3 only; nothing from PyPI)
   python3 python3-yaml python3-matplotlib python3-rich python3-pytest python3-jsonschema
+  # harness: netns launcher and its tests (ip netns, veth, bridge)
+  iproute2
+  # harness: ssh launcher (client) and its test's real sshd inside network namespaces
+  openssh-client openssh-server
+  # harness: slurm launcher (srun/scancel) and its test's single-node slurmctld + slurmd + munged
+  slurm-client slurmctld slurmd munge
+  # harness: PCIe-counter sidecar on verbs runs (pcm-pcie; Intel servers only)
+  pcm
+  # harness: headless screenshot test of the HTML report
+  chromium
 )
 
 missing=()

@@ -1,0 +1,350 @@
+#include "model/analytic.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+namespace rdmalab::model {
+
+Demand& Demand::operator+=(const Demand& o) {
+  h2d_mmio_B += o.h2d_mmio_B; h2d_dma_B += o.h2d_dma_B; d2h_B += o.d2h_B;
+  h2d_tlps += o.h2d_tlps; d2h_tlps += o.d2h_tlps; pio_posts += o.pio_posts;
+  nic_tx_ns += o.nic_tx_ns; nic_rx_ns += o.nic_rx_ns;
+  link_tx_B += o.link_tx_B; link_rx_B += o.link_rx_B;
+  link_tx_packets += o.link_tx_packets; link_rx_packets += o.link_rx_packets;
+  lock_ns += o.lock_ns; serial_cpu_ns += o.serial_cpu_ns; cpu_ns += o.cpu_ns; payload_B += o.payload_B;
+  return *this;
+}
+
+Demand Demand::Scaled(double k) const {
+  Demand d = *this;
+  d.h2d_mmio_B *= k; d.h2d_dma_B *= k; d.d2h_B *= k; d.h2d_tlps *= k; d.d2h_tlps *= k; d.pio_posts *= k;
+  d.nic_tx_ns *= k; d.nic_rx_ns *= k; d.link_tx_B *= k; d.link_rx_B *= k;
+  d.link_tx_packets *= k; d.link_rx_packets *= k; d.lock_ns *= k; d.serial_cpu_ns *= k; d.cpu_ns *= k; d.payload_B *= k;
+  return d;
+}
+
+void Demand::AddPcie(const PcieBytes& b, double times) {
+  h2d_mmio_B += times * b.mmio_B;
+  h2d_dma_B += times * b.dma_cpl_B;
+  d2h_B += times * b.d2h_B;
+  h2d_tlps += times * b.h2d_tlps;
+  d2h_tlps += times * b.d2h_tlps;
+}
+
+Prediction Solve(const Demand& d, const Profile& prof, const WireParams& wire, const Engagement& e) {
+  Prediction out;
+  out.per_op = d;
+  struct Limit { const char* name; std::string label; double s_per_op; };
+  std::vector<Limit> limits;
+  const double pcie_Bps = prof.pcie.DirectionBytesPerSec();
+  const double dllp = prof.pcie.dllp_B_per_tlp;
+  // ACK and flow-control DLLPs travel opposite to the TLPs they acknowledge/credit.
+  limits.push_back({"pcie_h2d", d.h2d_mmio_B >= d.h2d_dma_B ? "MMIO bw" : "DMA bw",
+                    (d.h2d_mmio_B + d.h2d_dma_B + d.d2h_tlps * dllp) / pcie_Bps});
+  limits.push_back({"pcie_d2h", "DMA bw", (d.d2h_B + d.h2d_tlps * dllp) / pcie_Bps});
+  if (prof.nic.pio_mops > 0) limits.push_back({"pio", "PIO", d.pio_posts / (prof.nic.pio_mops * 1e6)});
+  double pus = prof.nic.pus;
+  double engaged_tx = e.qps ? std::min<double>(e.qps, pus) / pus : 1.0;
+  double engaged_rx = e.qps_rx ? std::min<double>(e.qps_rx, pus) / pus : 1.0;
+  limits.push_back({"nic_tx", "NIC", d.nic_tx_ns * 1e-9 / engaged_tx});
+  limits.push_back({"nic_rx", "NIC", d.nic_rx_ns * 1e-9 / engaged_rx});
+  limits.push_back({"link_tx", "link bw", d.link_tx_B / wire.BytesPerSec()});
+  limits.push_back({"link_rx", "link bw", d.link_rx_B / wire.BytesPerSec()});
+  limits.push_back({"atomic_lock", "PCIe RTT", d.lock_ns * 1e-9});
+  double cores = e.cores ? std::min<double>(e.cores, prof.cpu.cores) : prof.cpu.cores;
+  limits.push_back({"cpu", "CPU", d.cpu_ns * 1e-9 / cores});
+  limits.push_back({"shared_counter", "CPU (shared counter)", d.serial_cpu_ns * 1e-9});
+  if (e.outstanding > 0 && e.rtt_us > 0) limits.push_back({"window", "window/latency", e.rtt_us * 1e-6 / e.outstanding});
+
+  double worst = 0;
+  for (const auto& l : limits) {
+    if (l.s_per_op <= 0) continue;
+    if (l.s_per_op > worst) {
+      worst = l.s_per_op;
+      out.bottleneck = l.name;
+      out.bottleneck_label = l.label;
+    }
+  }
+  if (worst <= 0) throw ModelError("the operation demands nothing of any resource (empty operation)");
+  out.mops = 1e-6 / worst;
+  for (const auto& l : limits) {
+    if (l.s_per_op <= 0) continue;
+    out.resources.push_back({l.name, l.label, 1e-6 / l.s_per_op, l.s_per_op / worst});
+  }
+  out.gbps = out.mops * 1e6 * d.payload_B * 8 / 1e9;
+  return out;
+}
+
+WrShape Shape(const VerbSpec& v, uint64_t payload_B, uint32_t sge, bool inline_recv) {
+  WrShape wr;
+  wr.op = v.op;
+  wr.transport = v.transport;
+  wr.payload_B = static_cast<uint32_t>(v.header_only ? 0 : payload_B);
+  wr.inline_data = v.inline_data && (v.op == Opcode::kSend || v.op == Opcode::kWrite);
+  wr.signaled = v.signaled;
+  wr.header_only = v.header_only;
+  wr.inline_recv = inline_recv;
+  wr.sge = sge;
+  return wr;
+}
+
+namespace {
+
+double OutboundNs(const WrShape& wr, const NicTimes& t) {
+  switch (wr.op) {
+    case Opcode::kSend: return wr.header_only ? t.send_header_only_ns : t.send_ns;
+    case Opcode::kWrite: return t.write_ns;
+    case Opcode::kRead: return t.read_ns;
+    case Opcode::kCas:
+    case Opcode::kFaa: return t.atomic_ns;
+    case Opcode::kRecv: return 0;
+  }
+  return 0;
+}
+
+bool InlineRecvApplies(const WrShape& wr, const Profile& prof) {
+  return wr.inline_recv && wr.op == Opcode::kSend && wr.payload_B <= kCqeBytes &&
+         (wr.transport != Transport::kUd || prof.nic.inline_recv_ud);
+}
+
+double InboundNs(const WrShape& wr, const Profile& prof) {
+  const NicTimes& t = prof.nic.t;
+  double extra = wr.transport == Transport::kDc ? t.dct_extra_ns : 0;
+  switch (wr.op) {
+    case Opcode::kSend:
+      if (wr.header_only) return t.recv_header_only_ns + extra;
+      return (InlineRecvApplies(wr, prof) ? t.recv_inline_ns : t.recv_ns) + extra;
+    case Opcode::kWrite: return t.write_in_ns + extra;
+    case Opcode::kRead: return t.read_in_ns + extra;
+    case Opcode::kCas:
+    case Opcode::kFaa: return t.atomic_in_ns + extra;
+    case Opcode::kRecv: return 0;
+  }
+  return 0;
+}
+
+constexpr uint32_t kRecvRepostBatch = 16;  // RECVs re-posted with one doorbell (HERD refills 64)
+
+}  // namespace
+
+Demand Outbound(const WrShape& wr, uint32_t batch, uint32_t cq_mod, const Profile& prof, const WireParams& wire) {
+  Demand d;
+  batch = std::max<uint32_t>(batch, 1);
+  uint32_t wqe = SendWqeBytes(wr, prof.wqe);
+  d.AddPcie(PostBatch(batch, wqe, prof.pcie), 1.0 / batch);
+  d.pio_posts = 1.0 / batch;
+  WrShape data = wr;
+  data.signaled = false;
+  d.AddPcie(RequesterData(data, prof.pcie));
+  double cqe = wr.signaled ? 1.0 / std::max<uint32_t>(cq_mod, 1) : 0;
+  d.AddPcie(DmaWrite(kCqeBytes, prof.pcie), cqe);
+  d.nic_tx_ns = OutboundNs(wr, prof.nic.t);
+  WireBytes w = Wire(wr, wire);
+  d.link_tx_B = w.req_B;
+  d.link_tx_packets = w.req_packets;
+  d.link_rx_B = w.resp_B;
+  d.link_rx_packets = w.resp_packets;
+  d.cpu_ns = (batch == 1 ? prof.cpu.post_mmio_ns : prof.cpu.post_doorbell_ns / batch + prof.cpu.post_per_wr_ns) +
+             cqe * prof.cpu.poll_cq_ns;
+  d.payload_B = wr.payload_B;
+  return d;
+}
+
+Demand Inbound(const WrShape& wr_in, const Profile& prof, const WireParams& wire) {
+  Demand d;
+  WrShape wr = wr_in;
+  wr.inline_recv = InlineRecvApplies(wr_in, prof);
+  d.AddPcie(Responder(wr, prof.wqe, prof.pcie, wire.grh || wire.kind != LinkKind::kIb));
+  d.nic_rx_ns = InboundNs(wr, prof);
+  WireBytes w = Wire(wr, wire);
+  d.link_rx_B = w.req_B;
+  d.link_rx_packets = w.req_packets;
+  d.link_tx_B = w.resp_B;
+  d.link_tx_packets = w.resp_packets;
+  if (wr.op == Opcode::kSend) {
+    // the receiver polls the RECV completion and re-posts RECVs in doorbell batches
+    d.AddPcie(Doorbell(prof.pcie), 1.0 / kRecvRepostBatch);
+    d.pio_posts += 1.0 / kRecvRepostBatch;
+    d.cpu_ns = prof.cpu.poll_cq_ns + prof.cpu.post_per_wr_ns + prof.cpu.post_doorbell_ns / kRecvRepostBatch;
+  }
+  d.payload_B = wr.payload_B;
+  return d;
+}
+
+Demand QpCacheMisses(uint32_t qps, const Profile& prof, bool rx) {
+  Demand d;
+  if (qps <= prof.nic.qp_cache_entries) return d;
+  double miss = 1.0 - static_cast<double>(prof.nic.qp_cache_entries) / qps;
+  (rx ? d.nic_rx_ns : d.nic_tx_ns) = miss * prof.nic.qp_miss_ns;
+  d.AddPcie(DmaRead(prof.nic.qp_context_B, prof.pcie), miss);
+  return d;
+}
+
+double VerbLatencyUs(const WrShape& wr, const Profile& prof, const WireParams& wire, bool one_way) {
+  const LatencyParams& L = prof.lat;
+  const double port_Bps = wire.data_Gbps * 1e9 / 8;
+  WireBytes w = Wire(wr, wire);
+  double ns = prof.cpu.post_mmio_ns;
+  bool fetch = (wr.op == Opcode::kSend || wr.op == Opcode::kWrite) && !wr.inline_data && !wr.header_only;
+  if (fetch) ns += L.pcie_rtt_ns;
+  ns += L.nic_pipeline_ns + w.req_B / port_Bps * 1e9 + L.wire_ns + L.nic_pipeline_ns;
+  if (wr.op == Opcode::kRead || IsAtomic(wr.op)) {
+    ns += L.pcie_rtt_ns;  // responder fetches the data (atomics: the read of the RMW)
+    ns += L.nic_pipeline_ns + w.resp_B / port_Bps * 1e9 + L.wire_ns + L.nic_pipeline_ns;
+    return (ns + L.pcie_rtt_ns / 2 + L.poll_ns) / 1000;  // data + CQE land, CPU polls
+  }
+  if (one_way) return (ns + L.pcie_rtt_ns / 2 + L.poll_ns) / 1000;
+  if (IsReliable(wr.transport))  // completion after the ACK comes back
+    ns += L.nic_pipeline_ns + w.resp_B / port_Bps * 1e9 + L.wire_ns + L.nic_pipeline_ns;
+  return (ns + L.pcie_rtt_ns / 2 + L.poll_ns) / 1000;
+}
+
+const WireParams& WireFor(const Point& pt, const Profile& prof) {
+  if (pt.link == "roce") {
+    if (!prof.roce)
+      throw ModelError("params.link = roce, but profile '" + prof.name + "' has no roce block (valid: ib)");
+    return *prof.roce;
+  }
+  return prof.link;
+}
+
+namespace {
+
+void Check(const Point& pt, const Profile& prof, const VerbSpec& v, int64_t size, uint32_t sge) {
+  if (size < 0)
+    throw ModelError("params.size = " + std::to_string(size) + " is negative (valid: 0 .. 2^30 bytes)");
+  if (v.inline_data && size > prof.wqe.max_inline_B)
+    throw ModelError("params.size = " + std::to_string(size) + " is above the inline limit of profile '" +
+                     prof.name + "' (valid for inline: 0 .. " + std::to_string(prof.wqe.max_inline_B) + " bytes)");
+  if (sge > prof.nic.max_sge)
+    throw ModelError("params.sge = " + std::to_string(sge) + " exceeds profile '" + prof.name +
+                     "' (valid: 1 .. " + std::to_string(prof.nic.max_sge) + ")");
+  if (v.transport == Transport::kUd && size > WireFor(pt, prof).mtu_B)
+    throw ModelError("params.size = " + std::to_string(size) + " exceeds the path MTU for UD (valid: 0 .. " +
+                     std::to_string(WireFor(pt, prof).mtu_B) + " bytes)");
+}
+
+Prediction Tput(const Point& pt, const Profile& prof, const WireParams& wire) {
+  WrShape wr = Shape(pt.verb, pt.size_B, pt.sge, pt.inline_recv);
+  uint32_t peers = pt.clients ? pt.clients : 1;
+  Demand d;
+  Engagement e;
+  e.cores = pt.threads;
+  if (pt.direction == "inbound") {
+    d = Inbound(wr, prof, wire);
+    e.qps_rx = pt.qp;
+    if (IsConnected(wr.transport)) d += QpCacheMisses(pt.qp ? pt.qp : peers, prof, true);
+  } else {
+    d = Outbound(wr, pt.post_list, pt.cq_mod, prof, wire);
+    e.qps = e.qps_rx = pt.qp;
+    if (pt.direction == "alltoall") {
+      d += Inbound(wr, prof, wire);
+      d += QpCacheMisses(pt.qp ? pt.qp : peers, prof, true);
+    }
+    if (IsConnected(wr.transport)) d += QpCacheMisses(pt.qp ? pt.qp : peers, prof, false);
+  }
+  if (pt.tx_depth && pt.window_bound) {
+    e.outstanding = static_cast<double>(pt.tx_depth) * (pt.direction == "inbound" ? peers : std::max(pt.qp, 1u));
+    e.rtt_us = VerbLatencyUs(wr, prof, wire, false);
+  }
+  Prediction p = Solve(d, prof, wire, e);
+  p.parts.push_back({pt.direction + " " + VerbName(pt.verb) + " " + std::to_string(pt.size_B) + " B", d});
+  p.lat_us = VerbLatencyUs(wr, prof, wire, false);
+  return p;
+}
+
+Prediction Echo(const Point& pt, const Profile& prof, const WireParams& wire) {
+  WrShape req = Shape(pt.request, pt.size_B), resp = Shape(pt.response, pt.size_B);
+  Demand in = Inbound(req, prof, wire);
+  Demand out = Outbound(resp, 1, pt.cq_mod, prof, wire);
+  Demand app;
+  app.cpu_ns = (req.op == Opcode::kWrite ? prof.cpu.poll_request_ns : 0) +
+               pt.accesses * (pt.prefetch ? prof.cpu.prefetched_access_ns : prof.cpu.dram_ns);
+  Demand d = in;
+  d += out;
+  d += app;
+  uint32_t peers = pt.clients ? pt.clients : 1;
+  if (IsConnected(req.transport)) d += QpCacheMisses(peers, prof, true);
+  Engagement e;
+  e.cores = pt.threads;
+  e.qps = pt.qp;
+  double lat_us = VerbLatencyUs(req, prof, wire, true) + app.cpu_ns / 1000 + VerbLatencyUs(resp, prof, wire, true);
+  if (pt.tx_depth && pt.window_bound) {
+    e.outstanding = static_cast<double>(pt.tx_depth) * peers;
+    e.rtt_us = lat_us;
+  }
+  Prediction p = Solve(d, prof, wire, e);
+  p.parts = {{"inbound request " + VerbName(pt.request), in}, {"outbound response " + VerbName(pt.response), out},
+             {"server CPU work", app}};
+  p.lat_us = lat_us;
+  return p;
+}
+
+Prediction Atomics(const Point& pt, const Profile& prof, const WireParams& wire) {
+  WrShape wr = Shape(pt.verb, 8);
+  Demand d = Inbound(wr, prof, wire);
+  double buckets = std::min<double>(static_cast<double>(pt.counters), prof.nic.atomic_lock_buckets);
+  d.lock_ns = prof.nic.atomic_lock_hold_ns / buckets;
+  d.payload_B = 8;
+  Engagement e;
+  e.qps_rx = pt.qp;
+  Prediction p = Solve(d, prof, wire, e);
+  p.parts.push_back({"inbound " + VerbName(pt.verb) + " over " + std::to_string(pt.counters) + " counters", d});
+  p.lat_us = VerbLatencyUs(wr, prof, wire, false);
+  return p;
+}
+
+// Two hosts forward packets to each other; one SEND gathers k = sge packets. The unit is
+// packets per second at one host; the host both sends and receives.
+Prediction SgBatch(const Point& pt, const Profile& prof, const WireParams& wire) {
+  uint32_t k = pt.sge;
+  VerbSpec v = pt.verb;
+  v.inline_data = false;
+  WrShape wr = Shape(v, static_cast<uint64_t>(pt.size_B) * k, k);
+  if (wr.transport == Transport::kUd && wr.payload_B > wire.mtu_B)
+    throw ModelError("params.sge x size = " + std::to_string(wr.payload_B) + " B exceeds the UD MTU " +
+                     std::to_string(wire.mtu_B) + " (valid: RC or UC for multi-packet messages)");
+  Demand d = Outbound(wr, pt.post_list, pt.cq_mod, prof, wire);
+  d += Inbound(wr, prof, wire);
+  Engagement e;
+  e.qps = pt.qp;
+  e.cores = pt.threads;
+  Prediction p = Solve(d.Scaled(1.0 / k), prof, wire, e);
+  p.gbps = p.mops * 1e6 * pt.size_B * 8 / 1e9;  // one direction, payload only
+  p.parts.push_back({"one WR of " + std::to_string(k) + " x " + std::to_string(pt.size_B) + " B", d});
+  p.lat_us = VerbLatencyUs(wr, prof, wire, true);
+  return p;
+}
+
+}  // namespace
+
+Prediction PredictVerb(const Point& pt, const Profile& prof) {
+  const WireParams& wire = WireFor(pt, prof);
+  if (pt.mode == "echo") {
+    Check(pt, prof, pt.request, pt.size_B, 1);
+    Check(pt, prof, pt.response, pt.size_B, 1);
+    return Echo(pt, prof, wire);
+  }
+  Check(pt, prof, pt.verb, pt.size_B, pt.sge);
+  if (pt.mode == "tput") return Tput(pt, prof, wire);
+  if (pt.mode == "atomics") return Atomics(pt, prof, wire);
+  if (pt.mode == "sgbatch") return SgBatch(pt, prof, wire);
+  if (pt.mode == "lat") {
+    WrShape wr = Shape(pt.verb, pt.size_B, pt.sge, pt.inline_recv);
+    Demand d = Outbound(wr, 1, pt.cq_mod, prof, wire);
+    Prediction p = Solve(d, prof, wire, Engagement{});
+    p.lat_us = VerbLatencyUs(wr, prof, wire, false);
+    p.mops = 1.0 / p.lat_us;  // one operation in flight
+    p.bottleneck = "latency";
+    p.bottleneck_label = "latency";
+    for (auto& r : p.resources) r.utilization = p.mops / r.limit_mops;
+    p.resources.push_back({"latency", "latency", p.mops, 1.0});
+    p.gbps = p.mops * 1e6 * pt.size_B * 8 / 1e9;
+    p.parts.push_back({VerbName(pt.verb) + " " + std::to_string(pt.size_B) + " B", d});
+    return p;
+  }
+  throw ModelError("mode '" + pt.mode + "' is not a verb mode (valid: lat, tput, echo, atomics, sgbatch)");
+}
+
+}  // namespace rdmalab::model

@@ -1,0 +1,92 @@
+// Analytic bottleneck model (model.md "Throughput"): the per-operation demand an
+// operation puts on each resource of one host+NIC, and rate = min over resources of
+// capacity / demand, with the limiting resource named as the papers name it.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "model/cost.h"
+#include "model/point.h"
+#include "model/profile.h"
+
+namespace rdmalab::model {
+
+// Demand of one operation on one host + NIC ("the measured node").
+struct Demand {
+  // PCIe bytes as doubles: batch costs (doorbells, WQE DMAs, 1-in-N CQEs) are amortised.
+  double h2d_mmio_B = 0;
+  double h2d_dma_B = 0;
+  double d2h_B = 0;
+  double h2d_tlps = 0, d2h_tlps = 0;
+  double pio_posts = 0;      // WQE-by-MMIO posts and doorbells (host write-combining)
+  double nic_tx_ns = 0;      // requester engine, aggregate over PUs
+  double nic_rx_ns = 0;      // responder engine
+  double link_tx_B = 0, link_rx_B = 0;
+  double link_tx_packets = 0, link_rx_packets = 0;
+  double lock_ns = 0;        // serialized atomic lock time, already divided by buckets in use
+  double serial_cpu_ns = 0;  // host work serialized across cores (a shared counter's cache line)
+  double cpu_ns = 0;         // core time (spread over the cores in use)
+  double payload_B = 0;      // useful bytes moved (for Gb/s)
+
+  Demand& operator+=(const Demand& o);
+  Demand Scaled(double k) const;
+  void AddPcie(const PcieBytes& b, double times = 1);
+};
+
+struct ResourceUse {
+  std::string name;   // pcie_h2d, pcie_d2h, pio, nic_tx, nic_rx, link_tx, link_rx, atomic_lock, cpu, window
+  std::string label;  // as the papers say: "MMIO bw", "DMA bw", "PIO", "NIC", "link bw", "PCIe RTT", "CPU"
+  double limit_mops;  // the rate this resource alone allows
+  double utilization; // predicted rate / limit
+};
+
+struct Prediction {
+  double mops = 0;          // operations (of the mode's unit) per second, millions
+  double gbps = 0;          // useful payload bandwidth
+  std::string bottleneck;   // resource name
+  std::string bottleneck_label;
+  std::vector<ResourceUse> resources;
+  Demand per_op;            // at the measured node
+  double lat_us = 0;        // unloaded latency of one operation (lat mode), else at the predicted load
+  std::vector<std::string> notes;
+  std::vector<std::pair<std::string, Demand>> parts;  // the verbs composing one operation (explain)
+};
+
+// Resources the node can serve, given how many QPs and cores the workload engages.
+struct Engagement {
+  uint32_t qps = 0;       // QPs feeding the requester engine; 0 = all PUs engaged
+  uint32_t qps_rx = 0;    // QPs feeding the responder engine; 0 = all PUs engaged
+  uint32_t cores = 0;     // 0 = all cores
+  double outstanding = 0; // ops in flight (Little's law bound), 0 = unbounded
+  double rtt_us = 0;      // latency of one op for the window bound
+};
+
+Prediction Solve(const Demand& d, const Profile& prof, const WireParams& wire, const Engagement& e);
+
+// Building blocks for composing an operation out of verbs at the measured node.
+WrShape Shape(const VerbSpec& v, uint64_t payload_B, uint32_t sge = 1, bool inline_recv = false);
+// The node posts `wr` (batched `batch` per doorbell) and its NIC carries it out.
+// One CQE per `cq_mod` WRs when `wr.signaled`, none otherwise.
+Demand Outbound(const WrShape& wr, uint32_t batch, uint32_t cq_mod, const Profile& prof, const WireParams& wire);
+// The node's NIC serves `wr` arriving from a peer (no host CPU involved except RECVs).
+Demand Inbound(const WrShape& wr, const Profile& prof, const WireParams& wire);
+// The NIC's QP-context cache misses with `qps` connected QPs in round-robin use.
+Demand QpCacheMisses(uint32_t qps, const Profile& prof, bool rx);
+
+// Unloaded latency of one verb, requester post to requester completion (READ, signaled
+// WRITE/SEND) or to the responder's poll seeing the data (`one_way`).
+double VerbLatencyUs(const WrShape& wr, const Profile& prof, const WireParams& wire, bool one_way);
+
+const WireParams& WireFor(const Point& pt, const Profile& prof);
+
+// Verb-level modes: lat, tput, echo, atomics, sgbatch.
+Prediction PredictVerb(const Point& pt, const Profile& prof);
+// Sequencers (guide16 Sec. 4.3, Table 3) and key-value systems (herd14, guide16), composed
+// from the verbs each issues at the server (systems.md); never fitted to their results.
+Prediction PredictSequencer(const Point& pt, const Profile& prof);
+Prediction PredictKv(const Point& pt, const Profile& prof);
+// Everything: dispatches to verb modes, sequencers and key-value systems.
+Prediction Predict(const Point& pt, const Profile& prof);
+
+}  // namespace rdmalab::model

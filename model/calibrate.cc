@@ -1,0 +1,350 @@
+#include "model/calibrate.h"
+
+#include <yaml-cpp/yaml.h>
+
+#include <algorithm>
+#include <cmath>
+#include <functional>
+#include <map>
+
+#include "model/analytic.h"
+#include "model/point.h"
+#include "model/sim.h"
+
+#ifndef RDMALAB_MODEL_SOURCE_DIR
+#define RDMALAB_MODEL_SOURCE_DIR "model"
+#endif
+
+namespace rdmalab::model {
+namespace {
+
+using nlohmann::json;
+
+// How the model reproduces one published measurement. `eval` returns the predicted value in
+// the measurement's unit and the model's bottleneck label; `residual` (for fitting) is zero
+// when the fitted field matches the measurement.
+struct Evaluated {
+  double value;
+  std::string bottleneck;
+};
+using Eval = std::function<Evaluated(const Profile&)>;
+
+Point P(json params, const std::string& mode = "tput") {
+  return PointFromJson(json{{"mode", mode}, {"params", std::move(params)}}, true);
+}
+
+Evaluated Rate(const Profile& prof, const Point& pt) {
+  Prediction p = Predict(pt, prof);
+  return {p.mops, p.bottleneck_label};
+}
+
+double Limit(const Prediction& p, const std::string& name) {
+  for (const auto& r : p.resources)
+    if (r.name == name) return r.limit_mops;
+  return 0;
+}
+
+Eval RateOf(json params, const std::string& mode = "tput") {
+  Point pt = P(std::move(params), mode);
+  return [pt](const Profile& prof) { return Rate(prof, pt); };
+}
+
+Point InboundRead(int64_t size) { return P({{"verb", "read"}, {"connection", "RC"}, {"size", size}, {"direction", "inbound"}}); }
+
+const json kSendUd = {{"verb", "send_inline"}, {"connection", "UD"}, {"size", 32}, {"cq_mod", 16}};
+json With(json base, const json& extra) {
+  for (const auto& [k, v] : extra.items()) base[k] = v;
+  return base;
+}
+
+struct Mapping {
+  Mapping() = default;
+  Mapping(Eval e, std::string u = "mops") : eval(std::move(e)), unit(std::move(u)) {}
+  Eval eval;
+  std::string unit = "mops";
+  // for fitting: residual(profile) = 0 at the fit; default = predicted/published - 1
+  std::function<double(const Profile&, double published)> residual;
+};
+
+std::map<std::pair<std::string, std::string>, Mapping> BuildMappings() {
+  std::map<std::pair<std::string, std::string>, Mapping> m;
+  json out_send = With(kSendUd, {{"direction", "outbound"}});
+  json out_send_b = With(out_send, {{"post_list", 16}});
+  json out_hdr = With(out_send_b, {{"header_only", true}});
+  json in_recv = {{"verb", "send"}, {"connection", "UD"}, {"size", 32}, {"direction", "inbound"}};
+  json in_hdr = With(in_recv, {{"header_only", true}});
+  auto per_nic = [&](const std::string& prof) {
+    m[{prof, "RECV header-only"}] = {RateOf(in_hdr)};
+    m[{prof, "RECV regular"}] = {RateOf(in_recv)};
+    m[{prof, "SEND header-only"}] = {RateOf(out_hdr)};
+    m[{prof, "SEND regular"}] = {RateOf(out_send_b)};
+  };
+  for (const char* prof : {"cib", "cx3", "cx"}) per_nic(prof);
+  m[{"cib", "outbound UD SEND, non-batched (WQE-by-MMIO)"}] = {RateOf(out_send)};
+  m[{"cib", "outbound UD SEND, doorbell batch 16"}] = {RateOf(out_send_b)};
+  m[{"cib", "outbound UD SEND, batched, header-only"}] = {RateOf(out_hdr)};
+  m[{"cib", "inbound UD RECV, batched, regular"}] = {RateOf(in_recv)};
+  m[{"cib", "inbound UD RECV, batched, header-only"}] = {RateOf(in_hdr)};
+  m[{"cib", "inbound READ <= 64 B"}] = {RateOf({{"verb", "read"}, {"size", 32}, {"direction", "inbound"}})};
+  m[{"cib", "inbound READ 128 B"}] = {RateOf({{"verb", "read"}, {"size", 128}, {"direction", "inbound"}})};
+  m[{"cib", "atomics, one counter (Z = 1)"}] = {RateOf({{"verb", "faa"}, {"counters", 1}}, "atomics")};
+  m[{"cib", "atomics, Z >= 4096 counters"}] = {RateOf({{"verb", "faa"}, {"counters", 4096}}, "atomics")};
+  m[{"cib", "outbound READ, non-batched"}] =
+      {RateOf({{"verb", "read"}, {"size", 8}, {"direction", "outbound"}, {"cq_mod", 16}})};
+  m[{"cib", "outbound UC WRITE > 28 B (WQE > 1 cache line)"}] =
+      {RateOf({{"verb", "write_inline"}, {"connection", "UC"}, {"size", 32}, {"direction", "outbound"}, {"cq_mod", 16}})};
+  m[{"cib", "inbound 32 B READ over DC transport (DCT), 10 machines x 14 threads, 1 QP per thread, 32 outstanding per machine"}] =
+      {RateOf({{"verb", "read"}, {"connection", "DC"}, {"size", 32}, {"direction", "inbound"}})};
+  m[{"cx3", "RECV regular with inline-receive"}] = {RateOf(With(in_recv, {{"inline_recv", true}}))};
+  m[{"cx3", "atomics, any Z (all serialized)"}] = {RateOf({{"verb", "faa"}, {"counters", 4096}}, "atomics")};
+  // cx3-pcie2, herd14 Sec. 3
+  json in_write = {{"verb", "write"}, {"connection", "UC"}, {"size", 32}, {"direction", "inbound"}};
+  m[{"cx3-pcie2", "inbound UC WRITE <= 32 B"}] = {RateOf(in_write)};
+  m[{"cx3-pcie2", "advertised message rate"}] = {RateOf(in_write)};
+  m[{"cx3-pcie2", "inbound and outbound READ, max"}] = {RateOf({{"verb", "read"}, {"size", 32}, {"direction", "inbound"}})};
+  m[{"cx3-pcie2", "outbound inline WRITE, max"}] =
+      {RateOf({{"verb", "write_inline"}, {"connection", "UC"}, {"size", 4}, {"direction", "outbound"}, {"cq_mod", 64}})};
+  m[{"cx3-pcie2", "inbound UC WRITE, 1600 client processes on 16 machines"}] = {RateOf(With(in_write, {{"clients", 1600}}))};
+  json echo = {{"request", "write"}, {"response", "send"}, {"request_connection", "UC"},
+               {"response_connection", "UD"}, {"size", 32}, {"optimizations", "inline,unsignaled,uc"}};
+  m[{"cx3-pcie2", "ECHOs (inbound WRITE + outbound SEND) per second"}] = {RateOf(echo, "echo")};
+  Point echo_pt = P(echo, "echo");
+  m[{"cx3-pcie2", "typical end-to-end (1/2 RTT) latency"}] = {
+      [echo_pt](const Profile& prof) { return Evaluated{Predict(echo_pt, prof).lat_us / 2, "latency"}; }, "us"};
+  // link-bound READ payloads (guide16 Sec. 5.3.1)
+  for (auto [prof, what] : std::vector<std::pair<std::string, std::string>>{
+           {"cx", "inbound READ link-bound from"}, {"cx3", "inbound READ link-bound from"},
+           {"cib", "inbound READ link-bound from"}, {"cib", "inbound READs saturate the link (112 Gb/s) from payload"},
+           {"cx3", "inbound READs saturate the link (56 Gb/s) from payload"}}) {
+    Mapping mp;
+    mp.unit = "payload_B";
+    mp.eval = [](const Profile&) { return Evaluated{0, "link bw"}; };  // replaced in Calibrate
+    mp.residual = [](const Profile& prof, double payload) {
+      Prediction p = Predict(InboundRead(static_cast<int64_t>(payload)), prof);
+      return Limit(p, "nic_rx") / Limit(p, "link_tx") - 1;
+    };
+    m[{prof, what}] = mp;
+  }
+  // bounds the paper derives (guide16 Sec. 5.2.1)
+  m[{"cib", "useful DMA read bandwidth (Crc/(Crc+Pc) of the link)"}] = {
+      [](const Profile& prof) {
+        double useful = prof.pcie.DirectionBytesPerSec() * prof.pcie.rcb_B / (prof.pcie.rcb_B + prof.pcie.cpl_hdr_B);
+        return Evaluated{useful / 1e6, "DMA bw"};
+      }, "MBps"};
+  m[{"cib", "batched UD SEND bound: 2-cache-line WQEs over DMA read bw"}] = {[](const Profile& prof) {
+    double useful = prof.pcie.DirectionBytesPerSec() * prof.pcie.rcb_B / (prof.pcie.rcb_B + prof.pcie.cpl_hdr_B);
+    return Evaluated{useful / (2 * kCacheLineBytes) / 1e6, "DMA bw"};
+  }};
+  m[{"cib", "non-batched UD SEND bound: MMIO 175 M lines/s / 2 lines"}] = {[](const Profile& prof) {
+    double lines = prof.pcie.DirectionBytesPerSec() / (kCacheLineBytes + prof.pcie.req_hdr_B);
+    return Evaluated{lines / 2 / 1e6, "MMIO bw"};
+  }};
+  // WQE cache vs window (guide16 Sec. 5.3.2): the simulator's best outbound 8 B READ
+  // window, one QP per thread; ties go to the largest window within 1% of the best rate.
+  auto best_window = [](uint32_t threads) {
+    return [threads](const Profile& prof) {
+      double best_rate = 0;
+      uint32_t best = 0;
+      std::vector<std::pair<uint32_t, double>> rates;
+      for (uint32_t n = 1; n <= 2048; n *= 2) {
+        Point pt = P({{"verb", "read"}, {"size", 8}, {"direction", "outbound"}, {"qp", threads},
+                      {"clients", threads}, {"tx_depth", n}, {"sim_ops", 100000}});
+        SimResult r = Simulate(SimConfigFor(pt, prof, Predict(pt, prof)));
+        rates.push_back({n, r.mops});
+        best_rate = std::max(best_rate, r.mops);
+      }
+      for (const auto& [n, mops] : rates)
+        if (mops >= 0.99 * best_rate) best = n;
+      return Evaluated{static_cast<double>(best), "WQE cache"};
+    };
+  };
+  m[{"cx3", "best outbound 8 B RC READ window (all cores)"}] = {best_window(8), "window"};
+  m[{"cib", "best outbound 8 B RC READ window, 14 requester threads"}] = {best_window(14), "window"};
+  Point batched = P(out_send_b);
+  m[{"cib", "cores needed to saturate PCIe with batched UD SENDs"}] = {
+      [batched](const Profile& prof) {
+        Prediction p = Predict(batched, prof);
+        return Evaluated{std::ceil(p.mops * p.per_op.cpu_ns / 1000), p.bottleneck_label};
+      }, "cores"};
+  return m;
+}
+
+// Qualitative checks on profile fields (notes in calibration.yaml without a rate).
+std::map<std::pair<std::string, std::string>, std::function<std::pair<bool, std::string>(const Profile&)>> BuildChecks() {
+  std::map<std::pair<std::string, std::string>, std::function<std::pair<bool, std::string>(const Profile&)>> c;
+  c[{"cib", "atomics lock hold time: several hundred ns (PCIe round trips)"}] = [](const Profile& p) {
+    double h = p.nic.atomic_lock_hold_ns;
+    return std::make_pair(h >= 100 && h < 1000, std::to_string(static_cast<int>(h)) + " ns");
+  };
+  c[{"all", "PCIe link-layer overhead: 2 DLLPs of 8 B per 4-5 TLPs"}] = [](const Profile& p) {
+    double f = p.pcie.dllp_B_per_tlp / (kCacheLineBytes + p.pcie.req_hdr_B);
+    return std::make_pair(f < 0.05, "fraction " + std::to_string(f).substr(0, 5) + " of a 64 B MMIO TLP");
+  };
+  c[{"cib", "inline-receive"}] = [](const Profile& p) {
+    return std::make_pair(!p.nic.inline_recv_ud, std::string("inline_recv_ud = ") + (p.nic.inline_recv_ud ? "true" : "false"));
+  };
+  c[{"cx3", "doorbell batch WQE fetch"}] = [](const Profile& p) {
+    return std::make_pair(p.pcie.wqes_per_dma != 0, "wqes_per_dma = " + std::to_string(p.pcie.wqes_per_dma));
+  };
+  c[{"cx3-pcie2", "max inline payload"}] = [](const Profile& p) {
+    return std::make_pair(p.wqe.max_inline_B == 256, "max_inline_B = " + std::to_string(p.wqe.max_inline_B));
+  };
+  c[{"cx3-pcie2", "post_send() CPU time"}] = [](const Profile& p) {
+    return std::make_pair(p.cpu.post_mmio_ns == 200, "post_mmio_ns = " + std::to_string(p.cpu.post_mmio_ns).substr(0, 5));
+  };
+  c[{"cx3-pcie2", "random DRAM access"}] = [](const Profile& p) {
+    return std::make_pair(p.cpu.dram_ns >= 60 && p.cpu.dram_ns <= 120, "dram_ns = " + std::to_string(p.cpu.dram_ns).substr(0, 5));
+  };
+  return c;
+}
+
+// Solve residual(field = x) = 0 by bisection on log x over a fixed bracket.
+double FitField(Profile& prof, const std::string& field, const std::function<double(const Profile&)>& residual) {
+  double x0 = GetField(prof, field);
+  double lo = x0 / 20, hi = x0 * 20;
+  auto r = [&](double x) {
+    SetField(prof, field, x);
+    return residual(prof);
+  };
+  double rlo = r(lo), rhi = r(hi);
+  if ((rlo > 0) == (rhi > 0)) {  // no sign change: leave the stored value
+    SetField(prof, field, x0);
+    return x0;
+  }
+  for (int i = 0; i < 100; ++i) {
+    double mid = std::sqrt(lo * hi);
+    double rm = r(mid);
+    if ((rm > 0) == (rlo > 0)) lo = mid, rlo = rm;
+    else hi = mid;
+  }
+  double x = std::sqrt(lo * hi);
+  SetField(prof, field, x);
+  return x;
+}
+
+std::string Str(const YAML::Node& n) { return n ? n.as<std::string>() : ""; }
+
+}  // namespace
+
+std::string DefaultCalibrationPath() { return std::string(RDMALAB_MODEL_SOURCE_DIR) + "/data/calibration.yaml"; }
+
+bool SameBottleneck(const std::string& published, const std::string& label) {
+  auto canon = [](std::string s) {
+    std::transform(s.begin(), s.end(), s.begin(), ::tolower);
+    if (s.rfind("nic", 0) == 0) return std::string("nic");
+    if (s == "ib bw" || s == "link bw") return std::string("link");
+    return s;
+  };
+  return canon(published) == canon(label);
+}
+
+CalibrationResult Calibrate(const std::string& calibration_path, const std::string& profile_dir, double tolerance) {
+  CalibrationResult res;
+  YAML::Node doc;
+  try {
+    doc = YAML::LoadFile(calibration_path);
+  } catch (const YAML::Exception& e) {
+    throw ModelError("cannot read calibration file " + calibration_path + ": " + e.what());
+  }
+  auto mappings = BuildMappings();
+  auto checks = BuildChecks();
+  std::vector<std::string> names = ListProfiles(profile_dir);
+  std::map<std::string, Profile> fitted;
+  for (const auto& name : {"cib", "cx3", "cx", "cx3-pcie2"}) fitted[name] = LoadProfile(name, profile_dir);
+
+  auto published_of = [&](const std::string& prof, const std::string& what) -> YAML::Node {
+    for (const auto& m : doc["measurements"])
+      if (Str(m["profile"]) == prof && Str(m["what"]) == what) return m;
+    return YAML::Node();
+  };
+  auto residual_for = [&](const std::string& prof, const std::string& what)
+      -> std::function<double(const Profile&)> {
+    auto it = mappings.find({prof, what});
+    YAML::Node m = published_of(prof, what);
+    if (it == mappings.end() || !m) throw ModelError("profile " + prof + ": fit target '" + what + "' is not a mapped measurement in " + calibration_path);
+    Mapping mp = it->second;
+    if (mp.residual) {
+      double payload = m["payload_B"].as<double>();
+      return [mp, payload](const Profile& p) { return mp.residual(p, payload); };
+    }
+    double published = m["mops"] ? m["mops"].as<double>() : m["us"].as<double>();
+    return [mp, published](const Profile& p) { return mp.eval(p).value / published - 1; };
+  };
+  // Fit: three Gauss-Seidel rounds over each profile's fitted fields in file order.
+  for (auto& [name, prof] : fitted) {
+    Profile stored = prof;
+    for (int round = 0; round < 3; ++round)
+      for (const auto& field : prof.field_order)
+        if (prof.fits.count(field)) FitField(prof, field, residual_for(name, prof.fits.at(field)));
+    for (const auto& field : prof.field_order)
+      if (prof.fits.count(field))
+        res.fits.push_back({name, field, prof.fits.at(field), GetField(stored, field), GetField(prof, field)});
+  }
+  std::map<std::string, std::vector<std::string>> fitted_targets;
+  for (const auto& f : res.fits) fitted_targets[f.profile].push_back(f.target);
+
+  for (const auto& m : doc["measurements"]) {
+    CalibrationRow row;
+    row.profile = Str(m["profile"]);
+    row.what = Str(m["what"]);
+    row.source = Str(m["source"]);
+    row.published_bottleneck = Str(m["bottleneck"]);
+    auto& targets = fitted_targets[row.profile];
+    row.fitted = std::find(targets.begin(), targets.end(), row.what) != targets.end();
+    if (auto c = checks.find({row.profile, row.what}); c != checks.end()) {
+      const Profile& prof = fitted.count(row.profile) ? fitted.at(row.profile) : fitted.at("cib");
+      auto [ok, note] = c->second(prof);
+      row.unit = "check";
+      row.pass = ok;
+      row.note = note;
+      res.rows.push_back(row);
+      continue;
+    }
+    auto it = mappings.find({row.profile, row.what});
+    if (it == mappings.end() || !fitted.count(row.profile)) {
+      res.unmapped.push_back(row.profile + ": " + row.what);
+      continue;
+    }
+    const Profile& prof = fitted.at(row.profile);
+    const Mapping& mp = it->second;
+    row.unit = mp.unit;
+    if (m["payload_B"]) {
+      row.published = m["payload_B"].as<double>();
+      double share = mp.residual(prof, row.published) + 1;  // NIC limit / link limit at P
+      row.predicted = row.published;
+      row.pass = share >= 1 - tolerance;
+      row.predicted_bottleneck = share >= 1 ? "link bw" : "NIC";
+      row.note = "link limit is " + std::to_string(static_cast<int>(100 / share)) + "% of the NIC limit at " +
+                 std::to_string(static_cast<int>(row.published)) + " B (link bound within " +
+                 std::to_string(static_cast<int>(tolerance * 100)) + "% when >= " +
+                 std::to_string(static_cast<int>(100 * (1 - tolerance))) + "%)";
+      row.error = 0;
+      res.rows.push_back(row);
+      if (!row.pass) res.ok = false;
+      continue;
+    }
+    for (const char* unit : {"mops", "MBps", "cores", "us", "window"})
+      if (m[unit]) {
+        row.published = m[unit].as<double>();
+        row.unit = unit;
+      }
+    Evaluated ev = mp.eval(prof);
+    row.predicted = ev.value;
+    row.predicted_bottleneck = ev.bottleneck;
+    row.error = row.predicted / row.published - 1;
+    bool value_ok = row.unit == "cores" || row.unit == "window" ? row.predicted == row.published : std::fabs(row.error) <= tolerance + 1e-9;
+    bool bottleneck_ok = row.published_bottleneck.empty() || SameBottleneck(row.published_bottleneck, ev.bottleneck);
+    row.pass = value_ok && bottleneck_ok;
+    if (!bottleneck_ok) row.note = "bottleneck differs";
+    if (!row.pass) res.ok = false;
+    res.rows.push_back(row);
+  }
+  for (const auto& row : res.rows)
+    if (!row.pass) res.ok = false;
+  for (const auto& f : res.fits)
+    if (std::fabs(f.fitted / f.stored - 1) > 0.01) res.ok = false;
+  (void)names;
+  return res;
+}
+
+}  // namespace rdmalab::model

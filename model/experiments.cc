@@ -1,0 +1,109 @@
+#include "model/experiments.h"
+
+#include <cstdio>
+#include <map>
+#include <sstream>
+
+namespace rdmalab::model {
+namespace {
+
+using nlohmann::json;
+
+Point Kv(const std::string& system, double put, uint32_t value_B, const std::string& link, json extra = json::object()) {
+  json params = {{"system", system}, {"put_fraction", put}, {"key_size", 16}, {"value_size", value_B}, {"link", link}};
+  for (const auto& [k, v] : extra.items()) params[k] = v;
+  return PointFromJson(json{{"mode", "kv"}, {"params", params}}, true);
+}
+
+std::string Pct(double f) { return std::to_string(static_cast<int>(f * 100 + 0.5)) + "% PUT"; }
+
+}  // namespace
+
+const std::vector<std::string>& ExperimentIds() {
+  static const std::vector<std::string> ids = {"herd14-fig9-kv", "herd14-fig10-valuesize", "guide16-table3",
+                                               "guide16-fig9-herd-batching", "guide16-fig10-drtm"};
+  return ids;
+}
+
+ExperimentTable RunExperiment(const std::string& id, const std::string& profile, const std::string& dir) {
+  ExperimentTable t;
+  t.id = id;
+  std::map<std::string, Profile> cache;
+  auto prof = [&](const std::string& name) -> const Profile& {
+    if (!cache.count(name)) cache[name] = LoadProfile(name, dir);
+    return cache.at(name);
+  };
+  auto add = [&](const std::string& label, const std::string& pname, const Point& pt) {
+    t.rows.push_back({label, pname, pt, Predict(pt, prof(pname))});
+  };
+  const std::vector<std::string> kv_systems = {"herd", "pilaf", "farm", "farm_var"};
+  if (id == "herd14-fig9-kv") {
+    std::string p = profile.empty() ? "cx3-pcie2" : profile;
+    t.title = "herd14 Fig. 9: end-to-end throughput, 48-byte items (SK 16, SV 32), Mops";
+    t.note = "HERD without guide16's batching/multi-queue; Pilaf-em-OPT, FaRM-em, FaRM-em-VAR as emulated in herd14";
+    for (const std::string link : {"ib", "roce"})
+      for (double put : {0.05, 0.5, 1.0})
+        for (const auto& s : kv_systems) add(s + " " + link + " " + Pct(put), p, Kv(s, put, 32, link));
+  } else if (id == "herd14-fig10-valuesize") {
+    std::string p = profile.empty() ? "cx3-pcie2" : profile;
+    t.title = "herd14 Fig. 10: throughput vs value size, read-intensive (5% PUT), SK 16, IB, Mops";
+    for (uint32_t sv : {4u, 8u, 16u, 32u, 64u, 128u, 256u, 512u, 1000u})
+      for (const auto& s : kv_systems) add(s + " SV=" + std::to_string(sv), p, Kv(s, 0.05, sv, "ib"));
+  } else if (id == "guide16-table3") {
+    std::string p = profile.empty() ? "cib" : profile;
+    t.title = "guide16 Table 3: sequencer throughput and bottleneck per design (all cores), Mops";
+    for (const auto& d : kDesigns)
+      add(d, p, PointFromJson(json{{"mode", "sequencer"}, {"params", {{"design", d}}}}, true));
+  } else if (id == "guide16-fig9-herd-batching") {
+    std::string p = profile.empty() ? "cib" : profile;
+    t.title = "guide16 Fig. 9: HERD throughput vs server cores, 5% PUT, 48-byte items, with and without batching, Mops";
+    for (uint32_t cores : {1u, 2u, 4u, 6u, 8u, 10u, 12u, 14u})
+      for (bool batch : {false, true})
+        add(std::string("herd ") + (batch ? "batched" : "baseline") + " cores=" + std::to_string(cores), p,
+            Kv("herd", 0.05, 32, "ib", {{"threads", cores}, {"batching", batch}}));
+    // The bound of a READ-based store: half the peak inbound READ rate (two READs per GET).
+    Point read = PointFromJson(json{{"mode", "tput"}, {"params", {{"verb", "read"}, {"size", 32}, {"direction", "inbound"}}}}, true);
+    Prediction half = Predict(read, prof(p));
+    half.mops /= 2;
+    half.gbps /= 2;
+    t.rows.push_back({"READ-based store bound (half of peak inbound READ)", p, read, half});
+  } else if (id == "guide16-fig10-drtm") {
+    t.title = "guide16 Fig. 10: emulated DrTM-KV throughput vs PUT fraction (GET = 1 READ, PUT = 2 atomics), Mops";
+    std::vector<std::string> profs = profile.empty() ? std::vector<std::string>{"cx3", "cib"} : std::vector<std::string>{profile};
+    for (const auto& p : profs)
+      for (double put : {0.0, 0.05, 0.1, 0.25, 0.5, 0.75, 1.0}) add(p + " " + Pct(put), p, Kv("drtm", put, 32, "ib"));
+  } else {
+    std::string valid;
+    for (const auto& e : ExperimentIds()) valid += (valid.empty() ? "" : ", ") + e;
+    throw ModelError("unknown experiment '" + id + "' for the built-in tables (valid: " + valid +
+                     "); other experiments run point by point with `predict --json`");
+  }
+  return t;
+}
+
+std::string FormatExperiment(const ExperimentTable& t) {
+  std::ostringstream o;
+  o << t.id << ": " << t.title << "\n";
+  if (!t.note.empty()) o << "  (" << t.note << ")\n";
+  o << "  point                                                   profile       Mops   latency_us  bottleneck\n";
+  for (const auto& r : t.rows) {
+    char buf[300];
+    std::snprintf(buf, sizeof buf, "  %-55s %-10s %8.2f %10.2f   %s (%s)\n", r.label.c_str(), r.profile.c_str(),
+                  r.prediction.mops, r.prediction.lat_us, r.prediction.bottleneck.c_str(),
+                  r.prediction.bottleneck_label.c_str());
+    o << buf;
+  }
+  return o.str();
+}
+
+nlohmann::json ExperimentJson(const ExperimentTable& t) {
+  json rows = json::array();
+  for (const auto& r : t.rows)
+    rows.push_back({{"label", r.label}, {"profile", r.profile}, {"mops", r.prediction.mops},
+                    {"lat_us_mean", r.prediction.lat_us}, {"bottleneck", r.prediction.bottleneck},
+                    {"bottleneck_label", r.prediction.bottleneck_label}});
+  return {{"schema_version", "rdmalab-model-experiment/1"}, {"experiment", t.id}, {"title", t.title},
+          {"backend", "model"}, {"prediction", true}, {"rows", rows}};
+}
+
+}  // namespace rdmalab::model

@@ -1,0 +1,76 @@
+// One configuration to predict: the mode and parameters of an rdmalab-bench run (contract
+// 1's parameter names) or of a key-value system / sequencer, validated up front.
+#pragma once
+
+#include <nlohmann/json.hpp>
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "model/cost.h"
+
+namespace rdmalab::model {
+
+// A verb as the benchmarks name it: verb + connection (+ inline/header-only).
+struct VerbSpec {
+  Opcode op = Opcode::kWrite;
+  Transport transport = Transport::kRc;
+  bool inline_data = false;
+  bool header_only = false;
+  bool signaled = true;
+};
+
+struct Point {
+  std::string experiment;
+  std::string mode = "tput";  // lat | tput | echo | atomics | sgbatch | sequencer | kv
+  VerbSpec verb;
+  int64_t size_B = 32;
+  std::string direction = "inbound";  // inbound | outbound | alltoall
+  uint32_t post_list = 1;             // doorbell batch size B (1 = WQE-by-MMIO)
+  uint32_t cq_mod = 1;                // signal one WR in cq_mod
+  uint32_t qp = 0;                    // QPs at the measured NIC (0 = enough to engage every PU)
+  uint32_t threads = 0;               // cores used at the measured host (0 = all)
+  uint32_t tx_depth = 0;              // outstanding WRs per QP (0 = unbounded)
+  uint32_t clients = 0;               // client processes (roles.client or params.clients)
+  uint32_t sge = 1;
+  bool inline_recv = false;
+  uint64_t counters = 1;              // atomics: Z distinct counters
+  std::string link = "ib";            // ib | roce (profiles with a roce block)
+  // echo
+  VerbSpec request, response;
+  // sequencer
+  std::string design = "herd_rpc";
+  // key-value systems
+  std::string system = "herd";
+  double put_fraction = 0.05;
+  uint32_t key_B = 16, value_B = 32;
+  uint32_t window = 4;
+  bool batching = false;
+  uint32_t queues = 1;  // UD response QPs per worker (multi-queue)
+  uint32_t accesses = 0;  // echo: random memory accesses per request (herd14 Fig. 7)
+  bool prefetch = true;
+  // Little's law (clients x tx_depth or window outstanding over the unloaded latency) bounds
+  // the rate; false = assume enough clients (papers' scale) whatever the roles say.
+  bool window_bound = true;
+  // simulator
+  bool simulate = false;
+  uint64_t sim_ops = 1'000'000;
+  bool sim_exponential = false;  // exponential instead of deterministic service times
+  std::vector<std::string> ignored;  // params the model does not use (kept for the record)
+};
+
+inline const std::vector<std::string> kModes = {"lat", "tput", "echo", "atomics", "sgbatch", "sequencer", "kv"};
+inline const std::vector<std::string> kDesigns = {"herd_rpc", "herd_rpc_batch", "herd_rpc_batch_mq", "spec_s0",
+                                                  "atomics"};
+inline const std::vector<std::string> kSystems = {"herd", "pilaf", "farm", "farm_var", "drtm", "drtm_write"};
+
+// Parses a contract-3 point (`{"experiment", "profile", "mode", "roles", "params"}`); throws
+// ModelError naming the bad field and the valid values. `strict`: unknown params are an error
+// (human CLI) rather than recorded in `ignored` (harness points carry backend-only params).
+Point PointFromJson(const nlohmann::json& doc, bool strict);
+VerbSpec ParseVerb(const std::string& field, const std::string& verb, const std::string& connection);
+std::string VerbName(const VerbSpec& v);
+const char* TransportName(Transport t);
+
+}  // namespace rdmalab::model

@@ -1,0 +1,109 @@
+// A NIC + host profile: every number the model uses, each with the source it came from.
+// Loaded from YAML (model/profiles/*.yaml) with strict validation: an unknown field, a
+// missing source or a value out of range is an error naming the field and what is valid.
+#pragma once
+
+#include <map>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "model/cost.h"
+
+namespace rdmalab::model {
+
+struct ModelError : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+// NIC processing: aggregate service time per operation with every processing unit (PU)
+// busy, split into the requester ("tx") and responder ("rx") engines (herd14: an ECHO
+// costs an inbound WRITE and an outbound SEND, yet 20 M ECHOs/s > 1/(1/35 + 1/30)).
+struct NicTimes {
+  double send_ns = 10;             // outbound SEND (WQE with data)
+  double send_header_only_ns = 10; // outbound zero-byte SEND with immediate
+  double write_ns = 10;            // outbound WRITE
+  double read_ns = 10;             // outbound READ (requester)
+  double atomic_ns = 10;           // outbound atomic (requester)
+  double recv_ns = 10;             // inbound SEND into a RECV
+  double recv_header_only_ns = 10;
+  double recv_inline_ns = 10;      // inbound SEND with inline-receive (payload in the CQE)
+  double write_in_ns = 10;
+  double read_in_ns = 10;          // inbound READ (responder)
+  double atomic_in_ns = 10;        // inbound atomic, when not serialized by a lock bucket
+  double dct_extra_ns = 0;         // extra per inbound op on the DC transport
+};
+
+struct NicParams {
+  NicTimes t;
+  uint32_t pus = 8;                 // processing units; one QP engages at most one
+  double atomic_lock_hold_ns = 400; // one lock bucket held for a PCIe read-modify-write
+  uint32_t atomic_lock_buckets = 1; // 1 = all atomics serialize; CIB: 4096 (12 low address bits)
+  uint32_t qp_cache_entries = 256;  // QP contexts held on the NIC
+  double qp_miss_ns = 0;            // NIC time per QP-context miss
+  uint32_t qp_context_B = 256;      // bytes DMA-read on a QP-context miss
+  uint32_t wqe_cache_entries = 256; // WQEs the NIC holds; beyond, it re-reads them
+  bool inline_recv_ud = true;       // CIB: no inline-receive over UD (guide16 fn. 4)
+  uint32_t max_sge = 32;
+  double pio_mops = 0;              // host-wide WQE-by-MMIO posts/s limit (herd14 "PIO"); 0 = none
+};
+
+struct CpuParams {
+  uint32_t cores = 8;
+  double post_mmio_ns = 100;        // one post_send by WQE-by-MMIO (herd14: 200 ns)
+  double post_doorbell_ns = 100;    // fixed part of a doorbell-batched post_send
+  double post_per_wr_ns = 20;       // per WR in a linked list
+  double poll_cq_ns = 30;           // one completion polled
+  double poll_request_ns = 30;      // detecting a request in polled memory (HERD)
+  double dram_ns = 90;              // one random DRAM access (herd14: 60-120 ns)
+  double prefetched_access_ns = 10; // a random access whose miss a prefetch hid
+  double shared_atomic_ns = 60;     // an atomic on a cache line other cores also update
+  double kv_request_ns = 50;        // MICA-style request handling besides memory accesses
+};
+
+struct LatencyParams {
+  double pcie_rtt_ns = 800;       // NIC DMA read round trip
+  double nic_pipeline_ns = 300;   // NIC processing of a packet, each end
+  double wire_ns = 200;           // propagation + switch
+  double poll_ns = 50;            // CPU notices a completion / polled byte
+};
+
+struct Profile {
+  std::string name;
+  std::string description;
+  PcieParams pcie;
+  WqeLayout wqe;
+  WireParams link;
+  std::optional<WireParams> roce;  // the same NIC in Ethernet mode, if the profile has it
+  NicParams nic;
+  CpuParams cpu;
+  LatencyParams lat;
+  std::map<std::string, std::string> sources;  // field path -> where the value came from
+  std::map<std::string, std::string> fits;     // field path -> calibration target ("what")
+  std::vector<std::string> field_order;        // fields in file order (for calibrate)
+};
+
+// One settable field: dotted path, how to read/write it as a double, and the valid range.
+struct FieldInfo {
+  const char* path;
+  const char* unit;
+  double min, max;
+  double (*get)(const Profile&);
+  void (*set)(Profile&, double);
+};
+const std::vector<FieldInfo>& ProfileFields();
+const FieldInfo* FindField(const std::string& path);
+double GetField(const Profile& p, const std::string& path);
+void SetField(Profile& p, const std::string& path, double value);
+
+// Directory holding the built-in profiles (the source tree's model/profiles unless
+// RDMALAB_MODEL_PROFILES is set).
+std::string DefaultProfileDir();
+std::vector<std::string> ListProfiles(const std::string& dir);
+// `name_or_path`: a profile name in `dir` or a path to a .yaml file.
+Profile LoadProfile(const std::string& name_or_path, const std::string& dir);
+Profile LoadProfileFromString(const std::string& yaml_text, const std::string& origin,
+                              const std::string& dir);
+
+}  // namespace rdmalab::model

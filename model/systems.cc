@@ -1,0 +1,203 @@
+// Sequencers and key-value systems composed from verb costs at the server (systems.md).
+// Each operation is the sum of the verbs the server's NIC serves or issues for it, plus the
+// server CPU work; the clients are assumed numerous enough not to limit (as in the papers).
+#include <algorithm>
+#include <cmath>
+
+#include "model/analytic.h"
+
+namespace rdmalab::model {
+namespace {
+
+constexpr uint32_t kHerdInlineLimitB = 192;   // herd14: larger values use non-inlined SENDs
+constexpr uint32_t kHerdSignalEvery = 64;     // selective signaling of responses
+constexpr uint32_t kMaxResponseBatch = 16;    // guide16: up to one request per client per sweep
+constexpr uint32_t kDefaultClients = 51;      // herd14 Sec. 5: 51 client processes on 17 machines
+constexpr uint32_t kPointerB = 8;
+constexpr uint32_t kFarmNeighbourhood = 6;
+constexpr double kPilafBucketReads = 1.6;     // 3-1 cuckoo: second bucket with probability 0.6
+constexpr uint32_t kPilafBucketB = 32;
+constexpr uint32_t kAckB = 8;                 // PUT acknowledgements
+
+VerbSpec Verb(Opcode op, Transport t, bool inl, bool signaled = false) {
+  VerbSpec v;
+  v.op = op;
+  v.transport = t;
+  v.inline_data = inl;
+  v.signaled = signaled;
+  return v;
+}
+
+uint32_t Clients(const Point& pt) { return pt.clients ? pt.clients : kDefaultClients; }
+uint32_t Workers(const Point& pt, const Profile& prof) { return pt.threads ? pt.threads : prof.cpu.cores; }
+
+// Responses a worker sends per doorbell: one per client that had a request in the sweep.
+uint32_t ResponseBatch(const Point& pt, const Profile& prof) {
+  if (!pt.batching) return 1;
+  uint32_t per_worker = std::max(1u, Clients(pt) / std::max(1u, Workers(pt, prof)) * pt.window);
+  return std::min(kMaxResponseBatch, std::max(per_worker, 1u));
+}
+
+struct Composer {
+  const Point& pt;
+  const Profile& prof;
+  const WireParams& wire;
+  Demand total;
+  std::vector<std::pair<std::string, Demand>> parts;
+  double lat_us = 0;
+
+  void Add(const std::string& what, const Demand& d, double weight) {
+    if (weight <= 0) return;
+    total += d.Scaled(weight);
+    parts.push_back({what + (weight != 1 ? " x" + std::to_string(weight).substr(0, 4) : ""), d});
+  }
+  Prediction Finish(Engagement e) {
+    // Little's law bounds the rate only when the point says how many clients there are.
+    if (pt.window_bound && pt.clients && pt.window && lat_us > 0) {
+      e.outstanding = static_cast<double>(Clients(pt)) * pt.window;
+      e.rtt_us = lat_us;
+    }
+    Prediction p = Solve(total, prof, wire, e);
+    p.parts = parts;
+    p.lat_us = lat_us;
+    return p;
+  }
+};
+
+Demand Cpu(double ns) {
+  Demand d;
+  d.cpu_ns = ns;
+  return d;
+}
+
+}  // namespace
+
+Prediction PredictSequencer(const Point& pt, const Profile& prof) {
+  const WireParams& wire = WireFor(pt, prof);
+  Composer c{pt, prof, wire, {}, {}, 0};
+  const CpuParams& cpu = prof.cpu;
+  Engagement e;
+  e.cores = pt.threads;
+  uint32_t workers = Workers(pt, prof);
+  if (pt.design == "atomics") {
+    Point a = pt;
+    a.mode = "atomics";
+    a.verb = Verb(Opcode::kFaa, Transport::kRc, false, true);
+    a.counters = 1;
+    return PredictVerb(a, prof);
+  }
+  bool spec = pt.design == "spec_s0";
+  bool batched = pt.design != "herd_rpc" || pt.batching;
+  uint32_t queues = pt.design == "herd_rpc_batch_mq" ? std::max(pt.queues, 3u) : pt.queues;
+  Point bp = pt;
+  bp.batching = batched;
+  // rdmalab-bench's --batch (post_list here) caps the responses per doorbell
+  uint32_t batch = !batched ? 1 : pt.post_list > 1 ? pt.post_list : ResponseBatch(bp, prof);
+  // request
+  WrShape req = spec ? Shape(Verb(Opcode::kSend, Transport::kUd, true), 0) : Shape(Verb(Opcode::kWrite, Transport::kUc, true), 16);
+  if (spec) req.header_only = true;
+  c.Add(spec ? "inbound header-only SEND (guess)" : "inbound WRITE-UC request 16 B", Inbound(req, prof, wire), 1);
+  // response: 8-byte integer (Spec-S0: header-only with the lower 4 bytes as immediate)
+  WrShape resp = Shape(Verb(Opcode::kSend, Transport::kUd, true), 8);
+  resp.signaled = true;
+  if (spec) resp.header_only = true, resp.payload_B = 0;
+  c.Add(std::string(spec ? "outbound header-only SEND" : "outbound SEND-UD 8 B") +
+            (batch > 1 ? " (doorbell batch " + std::to_string(batch) + ")" : " (WQE-by-MMIO)"),
+        Outbound(resp, batch, kHerdSignalEvery, prof, wire), 1);
+  // server CPU: detect the request, take the next value of the shared counter
+  Demand work = Cpu(spec ? 0 : cpu.poll_request_ns);
+  work.serial_cpu_ns = cpu.shared_atomic_ns / batch;  // one atomic add of N per batch
+  work.cpu_ns += cpu.shared_atomic_ns / batch;
+  c.Add("server CPU (poll, shared counter)", work, 1);
+  e.qps = workers * queues;
+  c.lat_us = VerbLatencyUs(req, prof, wire, true) + VerbLatencyUs(resp, prof, wire, true);
+  return c.Finish(e);
+}
+
+Prediction PredictKv(const Point& pt, const Profile& prof) {
+  const WireParams& wire = WireFor(pt, prof);
+  Composer c{pt, prof, wire, {}, {}, 0};
+  const CpuParams& cpu = prof.cpu;
+  const double f_put = pt.put_fraction, f_get = 1 - pt.put_fraction;
+  const uint32_t sk = pt.key_B, sv = pt.value_B;
+  Engagement e;
+  e.cores = pt.threads;
+  uint32_t workers = Workers(pt, prof);
+  uint32_t clients = Clients(pt);
+  auto lat = [&](const WrShape& wr, bool one_way) { return VerbLatencyUs(wr, prof, wire, one_way); };
+  auto read = [&](uint32_t bytes) { return Shape(Verb(Opcode::kRead, Transport::kRc, false, true), bytes); };
+
+  if (pt.system == "herd") {
+    // request: the client's UC WRITE into the request region (GET: keyhash; PUT: key, LEN, value)
+    WrShape get_req = Shape(Verb(Opcode::kWrite, Transport::kUc, true), sk);
+    WrShape put_req = Shape(Verb(Opcode::kWrite, Transport::kUc, sv + sk + 2 <= prof.wqe.max_inline_B), sk + 2 + sv);
+    Demand qp = QpCacheMisses(clients, prof, true);
+    c.Add("inbound WRITE-UC GET request " + std::to_string(sk) + " B", Inbound(get_req, prof, wire), f_get);
+    c.Add("inbound WRITE-UC PUT request " + std::to_string(sk + 2 + sv) + " B", Inbound(put_req, prof, wire), f_put);
+    c.Add("QP-context misses (" + std::to_string(clients) + " UC QPs)", qp, 1);
+    uint32_t batch = ResponseBatch(pt, prof);
+    bool inl = sv <= kHerdInlineLimitB && sv <= prof.wqe.max_inline_B;
+    WrShape get_resp = Shape(Verb(Opcode::kSend, Transport::kUd, inl, true), sv);
+    WrShape put_resp = Shape(Verb(Opcode::kSend, Transport::kUd, true, true), 0);
+    std::string how = batch > 1 ? " (doorbell batch " + std::to_string(batch) + ")" : " (WQE-by-MMIO)";
+    c.Add("outbound SEND-UD GET response " + std::to_string(sv) + " B" + (inl ? " inline" : "") + how,
+          Outbound(get_resp, batch, kHerdSignalEvery, prof, wire), f_get);
+    c.Add("outbound SEND-UD PUT response" + how, Outbound(put_resp, batch, kHerdSignalEvery, prof, wire), f_put);
+    // MICA lookup: 2 random accesses, hidden by the 2-stage prefetching pipeline
+    c.Add("server CPU (poll, MICA with prefetch)",
+          Cpu(cpu.poll_request_ns + cpu.kv_request_ns + 2 * cpu.prefetched_access_ns), 1);
+    e.qps = workers * pt.queues;
+    e.qps_rx = clients;
+    c.lat_us = lat(get_req, true) + (cpu.kv_request_ns + 2 * cpu.dram_ns) / 1000 + lat(get_resp, true);
+  } else if (pt.system == "pilaf") {
+    c.Add("inbound READ 32 B bucket", Inbound(read(kPilafBucketB), prof, wire), f_get * kPilafBucketReads);
+    c.Add("inbound READ value " + std::to_string(sv) + " B", Inbound(read(sv), prof, wire), f_get);
+    // PUT: client SENDs key+value (UC, inline), server replies with a SEND (UC, inline, unsignaled)
+    WrShape put_req = Shape(Verb(Opcode::kSend, Transport::kUc, true), sk + sv);
+    WrShape put_resp = Shape(Verb(Opcode::kSend, Transport::kUc, true, true), kAckB);
+    c.Add("inbound SEND-UC PUT", Inbound(put_req, prof, wire), f_put);
+    c.Add("outbound SEND-UC PUT reply", Outbound(put_resp, 1, kHerdSignalEvery, prof, wire), f_put);
+    c.Add("server CPU (PUT)", Cpu(cpu.kv_request_ns + 2 * cpu.dram_ns), f_put);
+    c.Add("QP-context misses", QpCacheMisses(clients, prof, true), 1);
+    e.qps = workers;
+    e.qps_rx = clients;
+    c.lat_us = f_get * ((kPilafBucketReads + 1) * lat(read(kPilafBucketB), false)) +
+               f_put * (lat(put_req, true) + lat(put_resp, true));
+  } else if (pt.system == "farm" || pt.system == "farm_var") {
+    bool var = pt.system == "farm_var";
+    uint32_t bucket = kFarmNeighbourhood * (sk + (var ? kPointerB : sv));
+    c.Add("inbound READ neighbourhood " + std::to_string(bucket) + " B", Inbound(read(bucket), prof, wire), f_get);
+    if (var) c.Add("inbound READ value " + std::to_string(sv) + " B", Inbound(read(sv), prof, wire), f_get);
+    WrShape put_req = Shape(Verb(Opcode::kWrite, Transport::kUc, sk + sv <= prof.wqe.max_inline_B), sk + sv);
+    WrShape put_ack = Shape(Verb(Opcode::kWrite, Transport::kUc, true, true), kAckB);
+    c.Add("inbound WRITE-UC PUT", Inbound(put_req, prof, wire), f_put);
+    c.Add("outbound WRITE-UC PUT ack", Outbound(put_ack, 1, kHerdSignalEvery, prof, wire), f_put);
+    c.Add("server CPU (PUT: poll, insert)", Cpu(cpu.poll_request_ns + cpu.kv_request_ns + 2 * cpu.dram_ns), f_put);
+    c.Add("QP-context misses", QpCacheMisses(clients, prof, true), 1);
+    e.qps = workers;
+    e.qps_rx = clients;
+    c.lat_us = f_get * (lat(read(bucket), false) * (var ? 2 : 1)) + f_put * (lat(put_req, true) + lat(put_ack, true));
+  } else {  // drtm, drtm_write
+    c.Add("inbound READ item " + std::to_string(sk + sv) + " B", Inbound(read(sk + sv), prof, wire), f_get);
+    WrShape atomic = Shape(Verb(Opcode::kCas, Transport::kRc, false, true), 8);
+    Demand a = Inbound(atomic, prof, wire);
+    // lock words of random keys spread over every lock bucket the NIC has
+    a.lock_ns = prof.nic.atomic_lock_hold_ns / prof.nic.atomic_lock_buckets;
+    c.Add("inbound atomics (lock CAS, unlock)", a, 2 * f_put);
+    if (pt.system == "drtm_write")
+      c.Add("inbound WRITE-RC value", Inbound(Shape(Verb(Opcode::kWrite, Transport::kRc, false, true), sv), prof, wire),
+            f_put);
+    c.Add("QP-context misses", QpCacheMisses(clients, prof, true), 1);
+    e.qps_rx = clients;
+    c.lat_us = f_get * lat(read(sk + sv), false) + f_put * 2 * lat(atomic, false);
+  }
+  return c.Finish(e);
+}
+
+Prediction Predict(const Point& pt, const Profile& prof) {
+  if (pt.mode == "sequencer") return PredictSequencer(pt, prof);
+  if (pt.mode == "kv") return PredictKv(pt, prof);
+  return PredictVerb(pt, prof);
+}
+
+}  // namespace rdmalab::model

@@ -1,0 +1,153 @@
+// The analytic bottleneck model: each resource limits where the papers say it does.
+#include <gtest/gtest.h>
+
+#include "model/analytic.h"
+
+namespace rdmalab::model {
+namespace {
+
+const Profile& Cib() {
+  static Profile p = LoadProfile("cib", DefaultProfileDir());
+  return p;
+}
+
+Prediction Eval(const nlohmann::json& params, const std::string& mode = "tput", const Profile& prof = Cib()) {
+  return Predict(PointFromJson({{"mode", mode}, {"params", params}}, true), prof);
+}
+
+const nlohmann::json kUdSend = {{"verb", "send_inline"}, {"connection", "UD"}, {"size", 32}, {"direction", "outbound"}, {"cq_mod", 16}};
+
+TEST(Analytic, NonBatchedUdSendIsMmioBound) {
+  Prediction p = Eval(kUdSend);
+  EXPECT_EQ(p.bottleneck, "pcie_h2d");
+  EXPECT_EQ(p.bottleneck_label, "MMIO bw");
+  EXPECT_NEAR(p.mops, 175.04 / 2, 0.2);  // 2 lines per WQE (DLLPs travel the other way)
+}
+
+TEST(Analytic, DoorbellBatchingMovesTheBoundToDmaReads) {
+  nlohmann::json b = kUdSend;
+  b["post_list"] = 16;
+  Prediction p = Eval(b);
+  EXPECT_EQ(p.bottleneck_label, "DMA bw");
+  EXPECT_GT(p.mops, Eval(kUdSend).mops);
+  EXPECT_NEAR(p.per_op.h2d_mmio_B, (8 + 26) / 16.0, 1e-9);  // doorbell amortised over the batch
+}
+
+TEST(Analytic, InboundReadBecomesLinkBoundWithPayload) {
+  EXPECT_EQ(Eval({{"verb", "read"}, {"size", 32}}).bottleneck, "nic_rx");
+  Prediction big = Eval({{"verb", "read"}, {"size", 1024}});
+  EXPECT_EQ(big.bottleneck, "link_tx");
+  EXPECT_NEAR(big.gbps, 2 * 54.55 * 1024 / (1024 + 26 + 4 + 8), 0.1);
+}
+
+TEST(Analytic, OneCounterSerializesAtomicsOnThePcieRoundTrip) {
+  Prediction one = Eval({{"verb", "faa"}, {"counters", 1}}, "atomics");
+  EXPECT_EQ(one.bottleneck_label, "PCIe RTT");
+  EXPECT_NEAR(one.mops, 1e3 / Cib().nic.atomic_lock_hold_ns, 1e-6);
+  Prediction sixteen = Eval({{"verb", "faa"}, {"counters", 16}}, "atomics");
+  EXPECT_NEAR(sixteen.mops, 16 * one.mops, 1e-6);
+  EXPECT_EQ(Eval({{"verb", "cas"}, {"counters", 65536}}, "atomics").bottleneck_label, "NIC");
+}
+
+TEST(Analytic, OneQpEngagesOnePu) {
+  Prediction all = Eval({{"verb", "read"}, {"size", 8}});
+  Prediction one = Eval({{"verb", "read"}, {"size", 8}, {"qp", 1}});
+  EXPECT_NEAR(one.mops, all.mops / Cib().nic.pus, 1e-6);
+}
+
+TEST(Analytic, ManyQpsMissTheQpContextCache) {
+  Profile cx3 = LoadProfile("cx3-pcie2", DefaultProfileDir());
+  nlohmann::json w = {{"verb", "write"}, {"connection", "UC"}, {"size", 32}};
+  double few = Eval(w, "tput", cx3).mops;
+  w["clients"] = 1600;
+  double many = Eval(w, "tput", cx3).mops;
+  EXPECT_NEAR(few, 35, 0.1);
+  EXPECT_NEAR(many, 30, 0.1);
+}
+
+TEST(Analytic, InlineReceiveHelpsOnCx3ButNotOverUdOnCib) {
+  Profile cx3 = LoadProfile("cx3", DefaultProfileDir());
+  nlohmann::json r = {{"verb", "send"}, {"connection", "UD"}, {"size", 32}};
+  nlohmann::json ri = r;
+  ri["inline_recv"] = true;
+  EXPECT_GT(Eval(ri, "tput", cx3).mops, Eval(r, "tput", cx3).mops);
+  EXPECT_DOUBLE_EQ(Eval(ri).mops, Eval(r).mops);
+  EXPECT_DOUBLE_EQ(Eval(ri).per_op.d2h_B, Eval(r).per_op.d2h_B);
+}
+
+TEST(Analytic, RoceCostsMoreWireBytesThanIb) {
+  Profile cx3 = LoadProfile("cx3-pcie2", DefaultProfileDir());
+  nlohmann::json r = {{"verb", "read"}, {"size", 64}};
+  nlohmann::json roce = r;
+  roce["link"] = "roce";
+  EXPECT_GT(Eval(roce, "tput", cx3).per_op.link_tx_B, Eval(r, "tput", cx3).per_op.link_tx_B);
+  EXPECT_THROW(Eval(roce), ModelError);  // cib has no RoCE block
+}
+
+TEST(Analytic, EchoCostsAnInboundRequestAndAnOutboundResponse) {
+  Profile cx3 = LoadProfile("cx3-pcie2", DefaultProfileDir());
+  Prediction e = Eval({{"request", "write"}, {"response", "send"}, {"size", 32}, {"optimizations", "inline,unsignaled,uc"}},
+                     "echo", cx3);
+  EXPECT_EQ(e.parts.size(), 3u);
+  EXPECT_GT(e.per_op.nic_rx_ns, 0);
+  EXPECT_GT(e.per_op.nic_tx_ns, 0);
+  EXPECT_EQ(e.bottleneck_label, "PIO");
+}
+
+TEST(Analytic, EchoFollowsTheBenchmarksParameterConventions) {
+  Profile cx3 = LoadProfile("cx3-pcie2", DefaultProfileDir());
+  // herd14-fig5-echo step 4: UC WRITE requests, UD SEND responses, inline, 1 in 64 signaled
+  Prediction bench = Eval({{"request", "write"}, {"response", "send"}, {"response_connection", "UD"}, {"connection", "UC"},
+                           {"inline_size", 256}, {"cq_mod", 64}, {"size", 32}}, "echo", cx3);
+  Prediction opts = Eval({{"request", "write"}, {"response", "send"}, {"size", 32}, {"optimizations", "inline,unsignaled,uc"}},
+                         "echo", cx3);
+  EXPECT_NEAR(bench.mops, opts.mops, 0.01);
+  Prediction basic = Eval({{"request", "write"}, {"response", "send"}, {"size", 32}}, "echo", cx3);  // RC, not inline
+  EXPECT_LT(basic.mops, bench.mops);
+  EXPECT_GT(basic.per_op.h2d_dma_B, 0);  // the response payload is fetched by DMA
+}
+
+TEST(Analytic, SequencerDesignsAcceptTheBenchmarksSpelling) {
+  Point a = PointFromJson({{"mode", "sequencer"}, {"params", {{"design", "herd-rpc-mq"}}}}, true);
+  EXPECT_EQ(a.design, "herd_rpc_batch_mq");
+  EXPECT_THROW(PointFromJson({{"mode", "sequencer"}, {"params", {{"design", "paxos"}}}}, true), ModelError);
+}
+
+TEST(Analytic, ModernProfilesReachTheirAdvertisedMessageRates) {
+  nlohmann::json hdr = {{"verb", "send"}, {"connection", "UD"}, {"header_only", true}, {"post_list", 16},
+                        {"direction", "outbound"}, {"cq_mod", 64}};
+  Profile cx5 = LoadProfile("cx5", DefaultProfileDir());
+  Profile cx6 = LoadProfile("cx6", DefaultProfileDir());
+  EXPECT_NEAR(Eval(hdr, "tput", cx5).mops, 200, 0.5);  // ConnectX-5 brief
+  EXPECT_NEAR(Eval(hdr, "tput", cx6).mops, 215, 0.5);  // ConnectX-6 brief (model.md)
+  // PCIe 4.0 x16 doubles the MMIO line rate of PCIe 3.0 x16
+  EXPECT_NEAR(cx6.pcie.DirectionBytesPerSec() / Cib().pcie.DirectionBytesPerSec(), 2.0, 1e-9);
+}
+
+TEST(Analytic, WindowBoundsTheRateByLittlesLaw) {
+  Prediction p = Eval({{"verb", "read"}, {"size", 8}, {"direction", "outbound"}, {"qp", 1}, {"tx_depth", 1}});
+  EXPECT_EQ(p.bottleneck, "window");
+  EXPECT_NEAR(p.mops, 1 / p.lat_us, 1e-9);
+  Prediction unbounded = Eval({{"verb", "read"}, {"size", 8}, {"direction", "outbound"}, {"qp", 1}, {"tx_depth", 1},
+                               {"window_bound", false}});
+  EXPECT_EQ(unbounded.bottleneck, "nic_tx");
+}
+
+TEST(Analytic, SgBatchingAmortisesPerWrCosts) {
+  Profile cx3 = LoadProfile("cx3", DefaultProfileDir());
+  nlohmann::json one = {{"verb", "send"}, {"size", 64}, {"sge", 1}};
+  nlohmann::json many = one;
+  many["sge"] = 16;
+  EXPECT_GT(Eval(many, "sgbatch", cx3).mops, Eval(one, "sgbatch", cx3).mops);
+}
+
+TEST(Analytic, LatencyOfReadExceedsInlineWrite) {
+  Prediction r = Eval({{"verb", "read"}, {"size", 32}}, "lat");
+  Prediction w = Eval({{"verb", "write_inline"}, {"size", 32}}, "lat");
+  EXPECT_GT(r.lat_us, 1.0);
+  EXPECT_LT(r.lat_us, 5.0);
+  EXPECT_GT(Eval({{"verb", "write"}, {"size", 32}}, "lat").lat_us, w.lat_us);  // payload DMA round trip
+}
+
+}  // namespace
+}  // namespace rdmalab::model

@@ -1,0 +1,137 @@
+// Contract 3: `rdmalab-model predict --json < point.json` for every mode, and CLI errors.
+#include <gtest/gtest.h>
+
+#include <cstdio>
+#include <fstream>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+namespace {
+
+using nlohmann::json;
+
+struct CliRun {
+  int status;
+  std::string out, err;
+};
+
+CliRun Cli(const std::string& args, const std::string& stdin_text = "") {
+  std::string in = testing::TempDir() + "model_cli_in.json", err = testing::TempDir() + "model_cli_err.txt";
+  std::ofstream(in) << stdin_text;
+  std::string cmd = "timeout 60 " + std::string(RDMALAB_MODEL_CLI) + " " + args + " < " + in + " 2> " + err;
+  CliRun r{0, "", ""};
+  FILE* p = popen(cmd.c_str(), "r");
+  char buf[4096];
+  size_t n;
+  while ((n = fread(buf, 1, sizeof buf, p)) > 0) r.out.append(buf, n);
+  r.status = pclose(p);
+  std::ifstream e(err);
+  r.err.assign(std::istreambuf_iterator<char>(e), std::istreambuf_iterator<char>());
+  return r;
+}
+
+json Predict(const json& point) {
+  CliRun r = Cli("predict --json", point.dump());
+  EXPECT_EQ(r.status, 0) << r.err;
+  return json::parse(r.out);
+}
+
+void ExpectDocument(const json& doc, const std::string& profile, const std::string& mode) {
+  EXPECT_EQ(doc["schema_version"], "rdmalab-bench/1");
+  EXPECT_EQ(doc["backend"], "model");
+  EXPECT_EQ(doc["prediction"], true);
+  EXPECT_EQ(doc["profile"], profile);
+  EXPECT_EQ(doc["mode"], mode);
+  ASSERT_EQ(doc["results"].size(), 1u);
+  const json& row = doc["results"][0];
+  EXPECT_GT(row["mops"].get<double>(), 0);
+  EXPECT_FALSE(row["bottleneck"].get<std::string>().empty());
+  EXPECT_TRUE(row["utilization"].contains(row["bottleneck"].get<std::string>()));
+  EXPECT_NEAR(row["utilization"][row["bottleneck"].get<std::string>()].get<double>(), 1.0, 1e-9);
+  EXPECT_TRUE(row["pcie"].contains("h2d_bytes_per_op"));
+  EXPECT_TRUE(row["wire"].contains("tx_bytes_per_op"));
+  for (const char* k : {"size_bytes", "gbps", "lat_us_mean", "lat_us_p99", "per_thread", "uniformity_ratio"})
+    EXPECT_TRUE(row.contains(k)) << k;
+}
+
+TEST(Cli, PredictJsonCoversEveryVerbModeAndTheKvSystems) {
+  struct Case { std::string mode; json params; json roles; };
+  std::vector<Case> cases = {
+      {"lat", {{"verb", "read"}, {"size", 64}}, {{"server", 1}, {"client", 1}}},
+      {"tput", {{"verb", "write"}, {"connection", "UC"}, {"size", 32}, {"direction", "inbound"}}, {{"server", 1}, {"client", 8}}},
+      {"tput", {{"verb", "read"}, {"size", 32}, {"direction", "outbound"}, {"tx_depth", 16}}, {{"server", 1}, {"client", 8}}},
+      {"tput", {{"verb", "write"}, {"connection", "UC"}, {"size", 32}, {"direction", "alltoall"}}, {{"node", 4}}},
+      {"echo", {{"request", "write"}, {"response", "send"}, {"size", 32}, {"optimizations", json::array({"inline", "unsignaled", "uc"})}}, {{"server", 1}, {"client", 16}}},
+      {"atomics", {{"verb", "faa"}, {"counters", 4096}}, {{"server", 1}, {"client", 8}}},
+      {"sgbatch", {{"verb", "send"}, {"connection", "UC"}, {"size", 64}, {"sge", 8}}, {{"server", 1}, {"client", 1}}},
+      {"sequencer", {{"design", "spec_s0"}}, {{"server", 1}, {"client", 8}}},
+      {"kv", {{"system", "herd"}, {"put_fraction", 0.05}, {"value_size", 32}}, {{"server", 1}, {"client", 51}}},
+      {"kv", {{"system", "drtm"}, {"put_fraction", 0.5}}, {{"server", 1}, {"client", 8}}},
+  };
+  for (const auto& c : cases) {
+    json doc = Predict({{"experiment", "x"}, {"profile", "cx3"}, {"mode", c.mode}, {"roles", c.roles}, {"params", c.params}});
+    SCOPED_TRACE(c.mode + " " + c.params.dump());
+    ExpectDocument(doc, "cx3", c.mode);
+    EXPECT_EQ(doc["config"], c.params);
+  }
+}
+
+TEST(Cli, PredictJsonRecordsParamsTheModelIgnores) {
+  json doc = Predict({{"profile", "cib"}, {"mode", "tput"}, {"params", {{"verb", "read"}, {"iters", 1000}, {"validate", true}}}});
+  EXPECT_EQ(doc["model"]["ignored_params"].size(), 2u);
+}
+
+TEST(Cli, PredictJsonCanSimulate) {
+  json doc = Predict({{"profile", "cib"}, {"mode", "tput"},
+                      {"params", {{"verb", "read"}, {"size", 32}, {"simulate", true}, {"sim_ops", 20000}, {"tx_depth", 4}}}});
+  const json& row = doc["results"][0];
+  EXPECT_GT(row["lat_us_p99"].get<double>(), 0);
+  EXPECT_EQ(row["ops"], 20000);
+}
+
+TEST(Cli, BadPointsFailWithOneLineNamingTheField) {
+  struct Case { json point; std::string want; };
+  std::vector<Case> cases = {
+      {{{"profile", "cib"}, {"mode", "tput"}, {"params", {{"size", -1}}}}, "params.size = -1"},
+      {{{"profile", "cib"}, {"mode", "tput"}, {"params", {{"verb", "read"}, {"connection", "UD"}}}}, "valid connections for read: RC, DC"},
+      {{{"profile", "cx9"}, {"mode", "tput"}}, "unknown profile 'cx9' (valid: cib, cib-pciebench, cx, cx-nosql, cx3, cx3-pcie2, cx3-roce, cx5, cx6"},
+      {{{"profile", "cib"}, {"mode", "bw"}}, "valid: lat, tput, echo"},
+      {{{"profile", "cib"}, {"mode", "tput"}, {"parms", {}}}, "unknown point field 'parms'"},
+  };
+  for (const auto& c : cases) {
+    CliRun r = Cli("predict --json", c.point.dump());
+    EXPECT_NE(r.status, 0) << c.point.dump();
+    EXPECT_TRUE(r.out.empty());
+    EXPECT_EQ(r.err.rfind("rdmalab-model: error: ", 0), 0u) << r.err;
+    EXPECT_NE(r.err.find(c.want), std::string::npos) << r.err;
+    EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+  }
+}
+
+TEST(Cli, HumanPredictSweepExplainAndExperiments) {
+  CliRun p = Cli("predict --profile cib --mode tput --verb send_inline --connection UD --size 32 --direction outbound");
+  EXPECT_EQ(p.status, 0) << p.err;
+  EXPECT_NE(p.out.find("MMIO bw"), std::string::npos) << p.out;
+  CliRun s = Cli("sweep --profile cx3 --verb read --sweep size=64,1024");
+  EXPECT_EQ(s.status, 0) << s.err;
+  EXPECT_NE(s.out.find("link bw"), std::string::npos) << s.out;
+  CliRun e = Cli("explain --profile cib --mode kv --system herd");
+  EXPECT_EQ(e.status, 0) << e.err;
+  EXPECT_NE(e.out.find("outbound SEND-UD GET response"), std::string::npos) << e.out;
+  EXPECT_NE(e.out.find("* "), std::string::npos) << e.out;
+  CliRun x = Cli("predict --experiment guide16-table3");
+  EXPECT_EQ(x.status, 0) << x.err;
+  EXPECT_NE(x.out.find("spec_s0"), std::string::npos);
+  CliRun bad = Cli("predict --profile cib --szie 3");
+  EXPECT_NE(bad.status, 0);
+  EXPECT_NE(bad.err.find("unknown parameter 'szie'"), std::string::npos) << bad.err;
+}
+
+TEST(Cli, CalibrateSucceeds) {
+  CliRun r = Cli("calibrate");
+  EXPECT_EQ(r.status, 0) << r.out << r.err;
+  EXPECT_NE(r.out.find("calibration OK"), std::string::npos);
+}
+
+}  // namespace
