@@ -13,6 +13,7 @@
 #include <thread>
 
 #include "benchmarks/bench/common.h"
+#include "benchmarks/bench/modeled_pcie.h"
 #include "benchmarks/bench/modes.h"
 #include "benchmarks/bench/tput_plan.h"
 #include "rdma/connect.h"
@@ -296,6 +297,13 @@ Report LatRun::Run() {
     session_.Barrier("start" + suffix);
     if (session_.role() == "client") {
       report.rows.push_back(MeasureClient(size));
+      if (report.pcie_modeled.is_null()) report.pcie_modeled = {{"rows", json::array()}};
+      const bool inline_payload = (kind_ == VerbKind::kWrite || kind_ == VerbKind::kSend) && size <= inline_threshold_;
+      const WorkShape shape{kind_, qp_type_, size, inline_payload, false, 1, 1, pingpong_ ? o_.cq_mod : 1,
+                            session_.device().ethernet(), MtuBytes(session_.address().mtu)};
+      json modeled = ModeledPcie(shape, report.rows.back().ops, true);
+      modeled["size_bytes"] = size;
+      report.pcie_modeled["rows"].push_back(modeled);
       session_.Barrier("done" + suffix);
     } else {
       // The server answers ping-pongs, or re-posts RECVs for completion-timed SENDs, until

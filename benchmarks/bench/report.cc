@@ -137,7 +137,7 @@ json ReportJson(const Session& session, const Report& report, double cpu_user_s,
             {"system_s", cpu_system_s},
             {"wall_s", wall_s},
             {"utilization", wall_s > 0 ? (cpu_user_s + cpu_system_s) / wall_s : 0.0}}},
-          {"pcie", {{"modeled", nullptr}, {"measured", nullptr}}},
+          {"pcie", {{"modeled", report.pcie_modeled}, {"measured", nullptr}}},
           {"validation", report.validation},
           {"notes", report.notes}};
 }

@@ -35,6 +35,8 @@ struct Report {
   std::vector<ResultRow> rows;
   nlohmann::json validation = {{"enabled", false}};
   nlohmann::json notes = nlohmann::json::array();
+  // Expected PCIe/wire counters per row (modeled_pcie.h), or null when the mode has none.
+  nlohmann::json pcie_modeled = nullptr;
 };
 
 // The JSON document of the run (schema benchmarks/schema/rdmalab-bench.schema.json).

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "benchmarks/bench/common.h"
+#include "benchmarks/bench/modeled_pcie.h"
 #include "benchmarks/bench/modes.h"
 #include "benchmarks/bench/tput_plan.h"
 #include "rdma/connect.h"
@@ -753,6 +754,16 @@ Report TputRun::Run() {
     }
     report.rows.push_back(Measure(i, size));
     ResultRow& row = report.rows.back();
+    if (plan_.active || session_.is_aggregator()) {
+      if (report.pcie_modeled.is_null()) report.pcie_modeled = {{"rows", json::array()}};
+      WorkShape shape{plan_.kind, plan_.qp_type, size, size <= plan_.inline_threshold && !IsAtomicKind(plan_.kind) &&
+                                                           plan_.kind != VerbKind::kRead,
+                      o.header_only, o.sge, o.post_list, o.cq_mod, session_.device().ethernet(),
+                      MtuBytes(session_.address().mtu)};
+      json modeled = ModeledPcie(shape, row.ops, plan_.active);
+      modeled["size_bytes"] = size;
+      report.pcie_modeled["rows"].push_back(modeled);
+    }
     if (o.validate && plan_.active && plan_.kind == VerbKind::kRead) {
       row.extra["validation"] = ValidateActiveReads(plan_, active_, size);
     }

@@ -119,6 +119,23 @@ def test_atomics_counters_add_up(verb: str, counters: int) -> None:
     assert check["ok"] and check["counter_sum"] == check["expected_sum"] > 0
 
 
+def test_modeled_pcie_counters_follow_the_posting_pattern() -> None:
+    """Doorbell batches of 4 (one 8 B doorbell + 26 B TLP header per batch) and 64 B
+    payload writes (+26 B header) at the responder, per op; totals are per-op x ops."""
+    run = benchrun.standalone("tput", ["--verb", "write", "-l", "4", "-Q", "8", *SHORT])
+    server, client = check_documents(run)
+    requester = client["pcie"]["modeled"]["rows"][0]
+    responder = server["pcie"]["modeled"]["rows"][0]
+    assert requester["side"] == "requester" and responder["side"] == "responder"
+    assert requester["per_op"]["pcie_mmio_bytes"] == pytest.approx((8 + 26) / 4)
+    assert responder["per_op"]["pcie_d2h_bytes"] == pytest.approx(64 + 26)
+    for modeled, document in ((requester, client), (responder, server)):
+        ops = document["results"][0]["ops"]
+        assert modeled["ops"] == ops
+        for key, value in modeled["per_op"].items():
+            assert modeled["total"][key] == pytest.approx(value * ops)
+
+
 def test_roce_link_layer_with_gid_index() -> None:
     run = benchrun.standalone("lat", ["--verb", "send", "-x", "0", *SHORT], link="roce")
     _, client = check_documents(run)
