@@ -166,6 +166,24 @@ std::string ReportTable(const Session& session, const Report& report) {
                   cell("lat_us_p999").c_str(), cell("lat_us_max").c_str());
     out += line;
   }
+  for (const auto& row : report.rows) {
+    if (row.per_peer.size() < 2) continue;
+    out += "# " + std::to_string(row.size_bytes) + " B per peer (Mops):";
+    for (const auto& peer : row.per_peer) {
+      std::snprintf(line, sizeof(line), " %s %.3f", peer.at("peer").get<std::string>().c_str(),
+                    peer.value("mops", 0.0));
+      out += line;
+    }
+    const json r = RowJson(row);
+    if (!r["uniformity_ratio"].is_null()) {
+      std::snprintf(line, sizeof(line), "; uniformity max/min %.3f", r["uniformity_ratio"].get<double>());
+      out += line;
+    }
+    out += "\n";
+  }
+  if (report.validation.value("enabled", false)) {
+    out += std::string("# validation: ") + (report.validation.value("ok", false) ? "ok" : "FAILED") + "\n";
+  }
   for (const auto& note : report.notes) out += "# " + note.get<std::string>() + "\n";
   return out;
 }
