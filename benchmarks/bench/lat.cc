@@ -114,7 +114,8 @@ void LatRun::PostRecv(std::uint32_t slot) {
   wr.sg_list = &sge;
   wr.num_sge = 1;
   ibv_recv_wr* bad = nullptr;
-  if (ibv_post_recv(qp_.get(), &wr, &bad) != 0) FailErrno("ibv_post_recv", errno);
+  const int error_number = ibv_post_recv(qp_.get(), &wr, &bad);
+  if (error_number != 0) FailErrno("ibv_post_recv", error_number);
 }
 
 void LatRun::Post(ibv_wr_opcode opcode, std::uint32_t size, std::uint64_t iteration, bool signaled) {

@@ -288,7 +288,8 @@ void TputRun::PostRecv(PassiveThread& thread, std::size_t queue, std::uint32_t s
   wr.sg_list = &sge;
   wr.num_sge = 1;
   ibv_recv_wr* bad = nullptr;
-  if (ibv_post_recv(thread.qps[queue], &wr, &bad) != 0) FailErrno("ibv_post_recv", errno);
+  const int error_number = ibv_post_recv(thread.qps[queue], &wr, &bad);
+  if (error_number != 0) FailErrno("ibv_post_recv (re-posting a consumed RECV)", error_number);
 }
 
 void TputRun::PrepareBatch(ActiveThread& thread, const Target& target, std::uint32_t size, int count) {

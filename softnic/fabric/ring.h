@@ -6,7 +6,8 @@
 // Contract: any number of producers and consumers, in any processes that map the ring.
 // A producer claims a position with a relaxed CAS on enqueue_pos, writes the payload and
 // publishes it with a release store of the slot sequence; a consumer acquires the sequence
-// before reading. No locks, no system calls, no allocation.
+// before reading. No locks, no allocation, no system calls (except sched_yield while a
+// producer waits for a consumer that is preempted in the middle of a pop, see TryPush).
 #pragma once
 
 #include <atomic>
@@ -60,6 +61,14 @@ inline uint32_t RoundUpPowerOfTwo(uint32_t value) {
   return power;
 }
 
+// How long a producer waits for a consumer that claimed a slot's entry but has not finished
+// reading it (normally nanoseconds; a scheduler quantum when the consumer is preempted).
+inline constexpr uint64_t kClaimedSlotWaitNs = 200'000'000;
+inline constexpr uint32_t kClaimedSlotSpinsBeforeYield = 1024;
+
+// One wait step; false once the wait has lasted kClaimedSlotWaitNs. Cold path.
+bool WaitForClaimedSlot(uint32_t& waits, uint64_t& deadline_ns);
+
 class Ring {
  public:
   Ring() = default;
@@ -85,10 +94,16 @@ class Ring {
   RingHeader* header() const { return header_; }
   bool valid() const { return header_ != nullptr; }
 
-  // Calls fill(void* payload) in a claimed slot. False when the ring is full.
+  // Calls fill(void* payload) in a claimed slot. False when the ring is full: when the
+  // slot still holds an entry no consumer has claimed. A slot whose entry a consumer has
+  // claimed (dequeue_pos is past it) but not finished reading does not make the ring full
+  // (fewer than `capacity` entries are outstanding): the producer waits for that consumer,
+  // up to kClaimedSlotWaitNs, and reports full only if it never finishes (it died mid-pop).
   template <typename Fill>
   bool TryPush(Fill&& fill) {
     uint64_t pos = header_->enqueue_pos.load(std::memory_order_relaxed);
+    uint32_t waits = 0;
+    uint64_t wait_deadline_ns = 0;
     for (;;) {
       RingSlot* slot = Slot(pos & mask_);
       uint64_t sequence = slot->sequence.load(std::memory_order_acquire);
@@ -100,7 +115,10 @@ class Ring {
           return true;
         }
       } else if (diff < 0) {
-        return false;
+        const uint64_t previous_lap = pos - (uint64_t{mask_} + 1);
+        if (header_->dequeue_pos.load(std::memory_order_acquire) <= previous_lap) return false;
+        if (!WaitForClaimedSlot(waits, wait_deadline_ns)) return false;
+        pos = header_->enqueue_pos.load(std::memory_order_relaxed);
       } else {
         pos = header_->enqueue_pos.load(std::memory_order_relaxed);
       }

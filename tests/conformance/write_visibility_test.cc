@@ -16,6 +16,9 @@ constexpr size_t kWords = kMessageBytes / sizeof(uint64_t);
 constexpr uint32_t kBatch = 64;  // WRs per ibv_post_send, the last one signaled
 constexpr uint32_t kBatchesInFlight = 2;
 constexpr std::chrono::milliseconds kWriteBudgetMs{90'000};
+// Writing goes on at least this long, so that a poller starved of CPU on a loaded machine
+// still gets scheduled while the writes happen.
+constexpr std::chrono::milliseconds kMinWriteMs{1'500};
 constexpr uint64_t kMinObservations = 100;  // fewer means the poller never raced the writer
 static_assert(kWrites % kBatch == 0);
 
@@ -80,7 +83,7 @@ TEST_P(WriteVisibility, PollerNeverSeesTornMessage) {
   std::vector<ibv_send_wr> wrs(kBatch);
   const auto start = Clock::now();
   uint64_t seq = 0;
-  for (uint64_t batch = 0; batch < kWrites / kBatch; ++batch) {
+  for (uint64_t batch = 0; batch < kWrites / kBatch || Clock::now() - start < kMinWriteMs; ++batch) {
     // Slots of batch b are reused by batch b + 2; batch b completed before b + 2 is built.
     uint8_t* slots = side.buffer.data() + (batch % kBatchesInFlight) * kBatch * kMessageBytes;
     for (uint32_t i = 0; i < kBatch; ++i) {
