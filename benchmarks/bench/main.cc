@@ -95,7 +95,7 @@ int Main(int argc, char** argv) {
     WriteDocument(session->options(), document, ReportTable(*session, report));
     session->Finish();
     if (!report.validation.value("ok", true)) {
-      std::fprintf(stderr, "rdmalab-bench: error: --validate found corrupted transfers: %s\n",
+      std::fprintf(stderr, "rdmalab-bench: error: the run's own check failed (validation): %s\n",
                    report.validation.dump().c_str());
       return kExitValidation;
     }

@@ -16,6 +16,12 @@ const std::vector<Mode>& Modes() {
        RunLat},
       {"tput", "windowed throughput, inbound / outbound / all-to-all", CheckTput, AllToAll, RunTput},
       {"atomics", "atomics throughput over Z counters", CheckAtomics, NeverNodes, RunTput},
+      {"echo", "request/response round trips (WRITE or SEND each way), server-side random accesses", CheckEcho,
+       NeverNodes, RunEcho},
+      {"sequencer", "integers handed out by HERD-RPC (+batching, +multi-queue), Spec-S0 or atomics, checked once each",
+       CheckSequencer, NeverNodes, RunSequencer},
+      {"sgbatch", "router-style forwarding of k gathered packets per SEND, one-way latency", CheckSgbatch, NeverNodes,
+       RunSgbatch},
   };
   return modes;
 }

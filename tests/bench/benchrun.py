@@ -64,6 +64,25 @@ class Run:
         return self.roles[1:]
 
 
+_VALIDATOR = None
+
+
+def check_documents(run: Run) -> list[dict]:
+    """Every role exited 0 and printed one JSON document that validates against the schema
+    and reports no failed validation; returns the documents in role order."""
+    global _VALIDATOR
+    import jsonschema
+    if _VALIDATOR is None:
+        _VALIDATOR = jsonschema.Draft202012Validator(json.loads(SCHEMA.read_text()))
+    assert run.ok, run.describe()
+    documents = [role.document for role in run.roles]
+    for document in documents:
+        errors = sorted(_VALIDATOR.iter_errors(document), key=lambda e: list(e.path))
+        assert not errors, "\n".join(f"{list(e.path)}: {e.message}" for e in errors)
+        assert document["validation"].get("ok", True), document["validation"]
+    return documents
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))

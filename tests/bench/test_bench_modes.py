@@ -5,25 +5,12 @@ from __future__ import annotations
 
 import json
 
-import jsonschema
 import pytest
 
 import benchrun
+from benchrun import check_documents
 
 SHORT = ["-n", "3000", "--warmup", "0.02"]
-_VALIDATOR = jsonschema.Draft202012Validator(json.loads(benchrun.SCHEMA.read_text()))
-
-
-def check_documents(run: benchrun.Run) -> list[dict]:
-    assert run.ok, run.describe()
-    documents = [role.document for role in run.roles]
-    for document in documents:
-        errors = sorted(_VALIDATOR.iter_errors(document), key=lambda e: e.path)
-        assert not errors, "\n".join(f"{list(e.path)}: {e.message}" for e in errors)
-        assert document["validation"].get("ok", True), document["validation"]
-    return documents
-
-
 LAT_CASES = {
     "write-pingpong": ["--verb", "write"],
     "write-inline-echo": ["--verb", "write_inline", "-Q", "16", "-t", "64"],

@@ -1,0 +1,127 @@
+"""rdmalab-bench echo, sgbatch and sequencer end to end on softnic: each run's JSON
+validates against the schema, carries the mode's fields, and (echo, sgbatch) checks the
+bytes it moved; the sequencer hands out every integer exactly once for every design
+(issue 4, acceptance 4: 4 clients, 1 million integers)."""
+
+from __future__ import annotations
+
+import subprocess
+
+import pytest
+
+import benchrun
+from benchrun import check_documents
+
+kIntegers = 1_000_000
+kSequencerClients = 4
+# A wide window keeps a 2-core host busy even when five spinning processes share it.
+kSequencerArgs = ["--count", str(kIntegers), "-t", "1024", "-I", "16"]
+
+
+def assert_latency_ordered(row: dict, kind: str) -> None:
+    assert row["latency_kind"] == kind
+    assert row["latency_samples"] > 0
+    assert 0 <= row["lat_us_min"] <= row["lat_us_p50"] <= row["lat_us_p99"] <= row["lat_us_max"]
+
+
+@pytest.mark.parametrize("design", ["herd-rpc", "herd-rpc-batch", "herd-rpc-mq", "spec-s0", "atomics"])
+def test_sequencer_hands_out_every_integer_exactly_once(design: str) -> None:
+    run = benchrun.standalone("sequencer", ["--design", design, *kSequencerArgs], clients=kSequencerClients,
+                              timeout_s=75, bench_timeout_s=60)
+    server, *clients = check_documents(run)
+    check = server["results"][0]["sequencer_check"]
+    assert check == {"ok": True, "integers": kIntegers, "duplicates": 0, "missing": 0, "count": kIntegers}
+    assert server["validation"]["ok"] is True
+    rows = [client["results"][0] for client in clients]
+    assert sum(row["integers_received"] for row in rows) == kIntegers
+    for row in rows:
+        assert row["local_duplicates"] == 0
+        assert row["exhausted_answers"] >= 1  # every client learned the end from an answer
+        assert row["mops"] > 0
+        assert_latency_ordered(row, "rtt")
+    per_peer = {peer["peer"]: peer["ops"] for peer in server["results"][0]["per_peer"]}
+    assert per_peer == {f"client/{i}": row["ops"] for i, row in enumerate(rows)}
+    if design == "spec-s0":
+        # Clients start without a guess: their first answers are regular SENDs, the rest header-only.
+        assert all(row["regular_answers"] > 0 for row in rows)
+        assert sum(row["header_only_answers"] for row in rows) > kIntegers // 2
+    if design in ("herd-rpc", "herd-rpc-batch", "herd-rpc-mq"):
+        thread = server["results"][0]["per_thread"][0]
+        assert thread["handed_out"] >= kIntegers
+        if design == "herd-rpc":
+            assert thread["batches"] == thread["handed_out"]  # one post per answer
+    if design == "atomics":
+        assert server["results"][0]["counter_final"] >= kIntegers
+
+
+ECHO_CASES = {
+    # HERD's own combination: WRITE requests over UC, inlined unsignaled UD SEND responses.
+    "write-uc/send-ud-inline-unsignaled": ["--request", "write", "--response", "send", "--response-connection", "UD",
+                                           "-c", "UC", "-I", "64", "-Q", "16"],
+    "write/write-rc": ["--request", "write", "--response", "write", "--response-connection", "RC"],
+    "send-ud/send-ud": ["--request", "send", "--response", "send", "--response-connection", "UD", "-c", "UD"],
+    "write/send-ud-prefetch": ["--accesses", "4", "--prefetch", "--table-mb", "8", "--threads", "2"],
+}
+
+
+@pytest.mark.parametrize("case", ECHO_CASES, ids=list(ECHO_CASES))
+def test_echo(case: str) -> None:
+    iterations = 5000
+    run = benchrun.standalone("echo", [*ECHO_CASES[case], "-s", "32", "-t", "16", "-n", str(iterations),
+                                       "--warmup", "0.02", "--validate"], clients=2)
+    server, *clients = check_documents(run)
+    for client in clients:
+        row = client["results"][0]
+        assert row["size_bytes"] == 32 and row["ops"] >= iterations and row["mops"] > 0
+        assert_latency_ordered(row, "rtt")
+        assert client["validation"]["checked_messages"] >= iterations
+        assert client["validation"]["bad_bytes"] == 0
+    row = server["results"][0]
+    assert row["served_requests"] >= 2 * iterations
+    assert [peer["peer"] for peer in row["per_peer"]] == ["client/0", "client/1"]
+    assert row["uniformity_ratio"] >= 1
+    if "--accesses" in ECHO_CASES[case]:
+        assert len(row["per_thread"]) == 2
+        assert sum(thread["served_requests"] for thread in row["per_thread"]) == row["served_requests"]
+
+
+@pytest.mark.parametrize("k", [1, 8])
+def test_sgbatch(k: int) -> None:
+    packets = 16000
+    run = benchrun.standalone("sgbatch", ["--sge", str(k), "-s", "256", "-t", "32", "-n", str(packets),
+                                          "--warmup", "0.02", "--validate"])
+    server, client = check_documents(run)
+    row = client["results"][0]
+    assert row["packets_per_wr"] == k and row["ops"] % k == 0 and row["ops"] >= packets
+    assert row["mops"] > 0 and row["wr_mops"] == pytest.approx(row["mops"] / k, rel=1e-6)
+    wire_packets = -(-k * 256 // row["mtu_bytes"])
+    assert row["wire_packets_per_wr"] == wire_packets
+    expected_wire = row["wr_mops"] * 1e6 * (k * 256 + 72 * wire_packets) * 8 / 1e9
+    assert row["wire_gbps"] == pytest.approx(expected_wire, rel=1e-6)
+    assert row["wire_gbps"] > row["gbps"] > 0
+    assert_latency_ordered(row, "one_way")
+    assert client["validation"]["checked_messages"] >= packets // k and client["validation"]["bad_bytes"] == 0
+    assert server["results"][0]["forwarded_wrs"] >= packets // k
+
+
+BAD_INPUT = {
+    "echo-write-over-ud": (["echo", "--request", "write", "-c", "UD"], "UD carries only SEND"),
+    "echo-response-write-over-ud": (["echo", "--response", "write", "--response-connection", "UD"],
+                                    "UD carries only SEND"),
+    "echo-prefetch-without-accesses": (["echo", "--prefetch"], "nothing to prefetch"),
+    "sgbatch-ud": (["sgbatch", "-c", "UD"], "RC or UC"),
+    "sgbatch-too-many-sges": (["sgbatch", "--sge", "33"], "1..32"),
+    "sgbatch-packet-too-small": (["sgbatch", "-s", "16"], "at least 24 bytes"),
+    "sequencer-duration": (["sequencer", "-D", "1"], "--count integers"),
+    "sequencer-atomics-unsignaled": (["sequencer", "--design", "atomics", "-Q", "4"], "use -Q 1"),
+    "sequencer-size": (["sequencer", "-s", "16"], "8 bytes"),
+}
+
+
+@pytest.mark.parametrize("case", BAD_INPUT, ids=list(BAD_INPUT))
+def test_bad_input_fails_with_one_clear_line(case: str) -> None:
+    argv, expected = BAD_INPUT[case]
+    result = subprocess.run([str(benchrun.BENCH), *argv, "--timeout", "5"], capture_output=True, text=True, timeout=30)
+    assert result.returncode != 0
+    errors = [line for line in result.stderr.splitlines() if line.startswith("rdmalab-bench: error:")]
+    assert len(errors) == 1 and expected in errors[0], result.stderr
