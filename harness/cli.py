@@ -1,0 +1,141 @@
+"""run_all.py's command line."""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import pathlib
+import sys
+from typing import Optional
+
+from rich.console import Console
+from rich.table import Table
+
+from . import inventory as inventory_mod
+from .coordinator import Coordinator, Options, load_all, new_run_id, plan
+from .experiment import kBackends
+from .runner import RunConfig
+from .store import Store, StoreError
+from .suites import all_experiment_files, load_suites, resolve
+from .sweep import expand
+from .yamlloc import ConfigError
+
+kRoot = pathlib.Path(__file__).resolve().parents[1]
+kDefaultSuite = "default"
+kBenchSchema = kRoot / "benchmarks" / "schema" / "rdmalab-bench.schema.json"
+
+USAGE = """run_all.py [EXPERIMENT.yaml|ID|SUITE ...] [options]     run experiments (no argument: the default suite)
+       run_all.py report [--out DIR]                          figures + HTML report from stored results"""
+
+
+def parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="run_all.py", usage=USAGE,
+                                description="Run rdmalab experiments, store results with provenance, draw figures.")
+    p.add_argument("targets", nargs="*", help="experiment files, experiment ids or suite names")
+    p.add_argument("--cluster", default="local", help="inventory YAML, or a built-in: local (default), netns")
+    p.add_argument("--backend", choices=kBackends, help="softnic (default unless the suite says otherwise), verbs, model")
+    p.add_argument("--out", default=str(kRoot / "results"), help="results directory (default: results/)")
+    g = p.add_mutually_exclusive_group()
+    g.add_argument("--resume", action="store_true", help="skip points already stored as ok; re-run failed ones")
+    g.add_argument("--force", action="store_true", help="re-run every point; old results move to superseded/")
+    p.add_argument("--dry-run", action="store_true", help="validate, expand and show what would run; run nothing")
+    p.add_argument("--list", action="store_true", help="list suites and experiments")
+    p.add_argument("--fail-fast", action="store_true", help="stop at the first failed point")
+    p.add_argument("--no-report", action="store_true", help="do not draw figures and the report after the run")
+    p.add_argument("--bin-dir", default=str(kRoot / "build" / "bin"), help="where the binaries are (default build/bin)")
+    p.add_argument("--model-bin", help="rdmalab-model executable (default BIN_DIR/rdmalab-model)")
+    p.add_argument("--profile", default="cx3",
+                   help="model backend: NIC profile (default cx3; a point's 'profile' parameter wins)")
+    p.add_argument("--experiments-dir", default=str(kRoot / "experiments"), help="where ids and suites are looked up")
+    return p
+
+
+def list_all(exp_dir: pathlib.Path, console: Console) -> int:
+    suites = load_suites(exp_dir)
+    t = Table(title="suites")
+    for c in ("suite", "experiments", "description"):
+        t.add_column(c)
+    for s in suites.values():
+        t.add_row(s.name, str(len(s.experiments)), s.description)
+    console.print(t)
+    from .experiment import parse
+    t = Table(title=f"experiments in {exp_dir}")
+    for c in ("id", "points", "roles", "backends", "title"):
+        t.add_column(c)
+    errors = []
+    for path in all_experiment_files(exp_dir):
+        try:
+            exp = parse(path)
+        except ConfigError as exc:
+            errors += exc.messages
+            continue
+        roles = ", ".join(f"{r.name}x{r.count if isinstance(r.count, int) else '$' + r.count}" for r in exp.roles)
+        t.add_row(exp.id, str(len(expand(exp))), roles, ",".join(exp.backends), exp.title)
+    console.print(t)
+    for e in errors:
+        console.print(f"[red]{e}[/red]")
+    return 2 if errors else 0
+
+
+def report(out: pathlib.Path, console: Console) -> int:
+    from plots.report import write_report
+    try:
+        store = Store(out)
+        if store.experiments():
+            store.write_index()  # the index follows the files, even after a run that was killed
+        path = write_report(store)
+    except StoreError as exc:
+        console.print(f"[red]report: {exc}[/red]")
+        return 1
+    if path is None:
+        console.print(f"[yellow]report: no stored results in {out}[/yellow]")
+        return 1
+    console.print(f"report: {path}")
+    return 0
+
+
+def main(argv: Optional[list[str]] = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    console = Console(stderr=True)
+    if argv and argv[0] == "report":
+        rp = argparse.ArgumentParser(prog="run_all.py report")
+        rp.add_argument("--out", default=str(kRoot / "results"))
+        return report(pathlib.Path(rp.parse_args(argv[1:]).out), console)
+    args = parser().parse_args(argv)
+    exp_dir = pathlib.Path(args.experiments_dir)
+    try:
+        if args.list:
+            return list_all(exp_dir, console)
+        suites = load_suites(exp_dir)
+        default_run = not args.targets
+        targets = resolve(args.targets or [kDefaultSuite], exp_dir, suites)
+        suite_backends = {suites[t].backend for t in (args.targets or [kDefaultSuite]) if t in suites and suites[t].backend}
+        backend = args.backend or (suite_backends.pop() if len(suite_backends) == 1 else "softnic")
+        bin_dir = pathlib.Path(args.bin_dir).resolve()
+        model_bin = pathlib.Path(args.model_bin).resolve() if args.model_bin else None
+        loaded = load_all(targets, backend, bin_dir, model_bin)
+        inv = inventory_mod.load(args.cluster)
+        if any(h.launcher == "netns" for h in inv.hosts) or (inv.builtin and inv.name == "netns"):
+            if os.geteuid() != 0:
+                raise ConfigError("--cluster netns creates network namespaces and needs root (or use --cluster local)")
+        store = Store(args.out)
+        opts = Options(backend=backend, resume=args.resume or (default_run and not args.force), force=args.force,
+                       fail_fast=args.fail_fast, dry_run=args.dry_run)
+        plans = plan(loaded, store, opts)
+    except ConfigError as exc:
+        for m in exc.messages:
+            console.print(m, markup=False, highlight=False)
+        console.print(f"run_all.py: {len(exc.messages)} error(s); nothing was run", markup=False)
+        return 2
+    schema = json.loads(kBenchSchema.read_text()) if kBenchSchema.is_file() else None
+    cfg = RunConfig(backend=backend, root=kRoot, bin_dir=bin_dir, run_id=new_run_id(), model_bin=model_bin,
+                    bench_schema=schema, profile=args.profile)
+    coord = Coordinator(cfg, inv, store, opts, console)
+    if args.dry_run:
+        coord.dry_run(plans)
+        return 0
+    rc = coord.run(plans)
+    if not args.no_report and not coord.interrupted:
+        rrc = report(store.root, console)
+        rc = rc or rrc
+    return rc

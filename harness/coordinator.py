@@ -1,0 +1,215 @@
+"""Runs a list of experiments: validation first, then resume/force decisions, then every
+point with progress, failure handling and a summary; the index and CSVs at the end."""
+from __future__ import annotations
+
+import dataclasses
+import datetime
+import json
+import pathlib
+import secrets
+import signal
+import time
+from typing import Any, Optional
+
+from rich.console import Console
+from rich.progress import (BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn,
+                           TimeRemainingColumn)
+from rich.table import Table
+
+from . import experiment as experiment_mod
+from .experiment import Experiment
+from .inventory import Inventory
+from .runner import PointRunner, RunConfig, hosts_needed, place
+from .store import Store, StoreError
+from .suites import Target
+from .sweep import Point, expand
+from .yamlloc import ConfigError
+
+kLabelChars = 48      # of a point's parameters in the progress line
+
+
+@dataclasses.dataclass
+class Options:
+    backend: str
+    resume: bool = False
+    force: bool = False
+    fail_fast: bool = False
+    dry_run: bool = False
+
+
+@dataclasses.dataclass
+class Planned:
+    exp: Experiment
+    points: list[Point]
+    todo: list[Point]
+    stored: dict[str, str]     # point id -> stored status
+
+
+def new_run_id() -> str:
+    return datetime.datetime.now(datetime.timezone.utc).strftime("%Y%m%d-%H%M%S-") + secrets.token_hex(3)
+
+
+def load_all(targets: list[Target], backend: str, bin_dir: pathlib.Path, model_bin: Optional[pathlib.Path]) -> list[tuple[Experiment, Target]]:
+    """Validates every file before anything runs; all errors of all files are reported together."""
+    errors: list[str] = []
+    loaded = []
+    seen = set()
+    for t in targets:
+        try:
+            exp = experiment_mod.parse(t.path)
+        except ConfigError as exc:
+            errors += exc.messages
+            continue
+        if exp.id in seen:
+            continue
+        seen.add(exp.id)
+        if backend not in exp.backends:
+            errors.append(f"{exp.path}:{exp.node.line_of('backends')}: experiment: backend {backend} is not among "
+                          f"its backends ({', '.join(exp.backends)})")
+        if backend in ("softnic", "verbs") and not pathlib.Path(exp.binary).is_absolute():
+            if not (bin_dir / exp.binary).is_file():
+                errors.append(f"{exp.path}:{exp.binary_line()}: experiment: binary {exp.binary} not found in {bin_dir} "
+                              f"(build it: cmake --build build, or pass --bin-dir)")
+        if t.reduction.timeout_s:
+            exp = dataclasses.replace(exp, timeout_s=float(t.reduction.timeout_s))
+        loaded.append((exp, t))
+    if backend == "model":
+        model = model_bin or bin_dir / "rdmalab-model"
+        if not pathlib.Path(model).is_file():
+            errors.append(f"model backend: {model} does not exist; build it (cmake --build build --target rdmalab-model) "
+                          "or pass --model-bin PATH")
+    if backend == "softnic" and not (bin_dir / "softnic").is_file():
+        errors.append(f"softnic backend: {bin_dir / 'softnic'} does not exist; build it (cmake --build build)")
+    if errors:
+        raise ConfigError(errors)
+    return loaded
+
+
+def plan(loaded: list[tuple[Experiment, Target]], store: Store, opts: Options) -> list[Planned]:
+    plans = []
+    conflicts = []
+    for exp, t in loaded:
+        points = expand(exp, t.reduction)
+        if opts.backend == "model":
+            points = [p for p in points if p.repeat == 0]  # a prediction does not vary between repeats
+        stored = {}
+        for p in points:
+            st = store.status(opts.backend, exp.id, p.id)
+            if st is not None:
+                stored[p.id] = st
+        if opts.force:
+            todo = list(points)
+        elif opts.resume:
+            todo = [p for p in points if stored.get(p.id) != "ok"]
+        else:
+            todo = list(points)
+            if stored:
+                ok = sum(1 for s in stored.values() if s == "ok")
+                conflicts.append(f"{exp.id}: {len(stored)} of {len(points)} points already stored in "
+                                 f"{store.experiment_dir(opts.backend, exp.id)} ({ok} ok, {len(stored) - ok} failed)")
+        plans.append(Planned(exp, points, todo, stored))
+    if conflicts and not opts.dry_run:
+        raise ConfigError(conflicts + ["pass --resume to run only the missing (and failed) points, or --force to "
+                                       "re-run everything (replaced results move to superseded/, nothing is deleted)"])
+    return plans
+
+
+class Coordinator:
+    def __init__(self, cfg: RunConfig, inventory: Inventory, store: Store, opts: Options, console: Console):
+        self.cfg, self.inventory, self.store, self.opts, self.console = cfg, inventory, store, opts, console
+        self.summary: dict[str, dict[str, Any]] = {}
+        self.interrupted = False
+
+    def dry_run(self, plans: list[Planned]) -> None:
+        table = Table(title=f"dry run: backend {self.opts.backend}, results in {self.store.root}")
+        for col in ("experiment", "points", "to run", "stored ok", "stored failed"):
+            table.add_column(col)
+        examples = []
+        for pl in plans:
+            example = ""
+            if pl.todo and self.opts.backend != "model":
+                inv = self.inventory.sized(hosts_needed(pl.exp, pl.todo[0]), str(self.cfg.bin_dir))
+                runner = PointRunner(self.cfg, self.inventory, self.store)
+                first = place(pl.exp, pl.todo[0], inv)[0]
+                example = " ".join(runner.role_argv(pl.exp, pl.todo[0], first, "HOST:PORT", None))
+            elif pl.todo:
+                example = f"rdmalab-model predict --json < {json.dumps({'experiment': pl.exp.id, 'params': pl.todo[0].params})}"
+            ok = sum(1 for s in pl.stored.values() if s == "ok")
+            table.add_row(pl.exp.id, str(len(pl.points)), str(len(pl.todo)), str(ok), str(len(pl.stored) - ok))
+            if example:
+                examples.append(f"{pl.exp.id}: {example}")
+        self.console.print(table)
+        self.console.print("first command of each experiment:", markup=False)
+        for line in examples:
+            self.console.print(f"  {line}", markup=False, highlight=False, soft_wrap=True)
+
+    def run(self, plans: list[Planned]) -> int:
+        total = sum(len(pl.todo) for pl in plans)
+        runner = PointRunner(self.cfg, self.inventory, self.store)
+        stamp = datetime.datetime.now(datetime.timezone.utc).strftime("%Y%m%dT%H%M%SZ")
+        previous = signal.signal(signal.SIGTERM, _raise_interrupt)
+        failed_any = False
+        columns = (SpinnerColumn(), TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
+                   TimeElapsedColumn(), TextColumn("eta"), TimeRemainingColumn(), TextColumn("{task.fields[last]}"))
+        try:
+            with Progress(*columns, console=self.console, transient=False) as progress:
+                task = progress.add_task("points", total=total, last="")
+                for pl in plans:
+                    s = self.summary.setdefault(pl.exp.id, {"ok": 0, "failed": 0, "skipped": len(pl.points) - len(pl.todo),
+                                                            "seconds": 0.0, "errors": []})
+                    for point in pl.todo:
+                        label = point.label()
+                        short = label if len(label) <= kLabelChars else label[:kLabelChars - 1] + "…"
+                        progress.update(task, description=f"{pl.exp.id} [{short}]")
+                        if point.id in pl.stored:
+                            self.store.supersede(self.opts.backend, pl.exp.id, point.id, stamp)
+                        t0 = time.monotonic()
+                        record = runner.run(pl.exp, point)
+                        s["seconds"] += time.monotonic() - t0
+                        self.store.write_point(record)
+                        if record["status"] == "ok":
+                            s["ok"] += 1
+                            h = record.get("headline") or {}
+                            last = f"{h['metric']}={h['value']:.4g}" if h.get("value") is not None else "ok"
+                        else:
+                            failed_any = True
+                            s["failed"] += 1
+                            s["errors"].append(f"{point.label()}: {record['error']}")
+                            last = "[red]failed[/red]"
+                            progress.console.print(f"[red]FAILED[/red] {pl.exp.id} [{point.label()}]: {record['error']}")
+                        progress.update(task, advance=1, last=f"last: {last}")
+                        if record["status"] != "ok" and self.opts.fail_fast:
+                            self.console.print("[red]--fail-fast: stopping after the first failed point[/red]")
+                            return 1
+        except KeyboardInterrupt:
+            self.interrupted = True
+            self.console.print("[yellow]interrupted: every role of the running point was stopped; finished points "
+                               "are stored. Re-run with --resume to run only the missing points.[/yellow]")
+            return 130
+        except StoreError as exc:
+            self.console.print(f"[red]result store: {exc}[/red]")
+            return 1
+        finally:
+            signal.signal(signal.SIGTERM, previous)
+            runner.close()
+            self.finish(plans)
+        return 1 if failed_any else 0
+
+    def finish(self, plans: list[Planned]) -> None:
+        for pl in plans:
+            self.store.export_csv(self.opts.backend, pl.exp.id)
+        self.store.write_index()
+        table = Table(title=f"summary (backend {self.opts.backend}, results in {self.store.root})")
+        for col in ("experiment", "ok", "failed", "skipped (stored)", "time"):
+            table.add_column(col)
+        for exp_id, s in self.summary.items():
+            table.add_row(exp_id, str(s["ok"]), f"[red]{s['failed']}[/red]" if s["failed"] else "0", str(s["skipped"]),
+                          f"{s['seconds']:.1f} s")
+        self.console.print(table)
+        for exp_id, s in self.summary.items():
+            for e in s["errors"][:5]:
+                self.console.print(f"  {exp_id}: {e}")
+
+
+def _raise_interrupt(signum: int, frame: Any) -> None:
+    raise KeyboardInterrupt

@@ -1,0 +1,420 @@
+"""Runs one point: rendezvous, roles on their hosts, deadline, failure handling, the record.
+
+A point fails when any role exits non-zero, a role tells the rendezvous it failed or drops
+its connection, a role's output is not a valid document, or the deadline passes. Then every
+role of the point is stopped (whole process groups, on every host) and the failure is
+recorded with the logs; the caller goes on with the next point.
+"""
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import pathlib
+import shlex
+import signal
+import subprocess
+import time
+from typing import Any, Optional
+
+from . import pcm, provenance
+from .experiment import Experiment
+from .inventory import Host, Inventory
+from .launch_local import LaunchError, LocalLauncher, NetnsLauncher, Proc
+from .launch_remote import SlurmLauncher, SshLauncher, unreachable_reason
+from .metrics import point_value
+from .rendezvous import RendezvousError, RendezvousServer
+from .store import Store, kResultSchema, utc_now
+from .sweep import Point
+from .yamlloc import ConfigError
+
+kDeadlineSlackMaxS = 5.0     # the binary's own --timeout fires first; the harness's deadline backs it up
+kDeadlineSlackMinS = 1.0     # ... by half the timeout, within these bounds (process start and teardown)
+kPollS = 0.02
+kExitSettleS = 0.3           # after a rendezvous failure, time for the failed role's exit code to land
+kTailBytes = 4000
+kModelTimeoutS = 60.0
+kMaxSchemaWarnings = 10
+kTokenEnv = "RDMALAB_RENDEZVOUS_TOKEN"
+kSoftnicAuxTimeoutS = 30
+kDeferredSignals = {signal.SIGINT, signal.SIGTERM}
+
+
+@dataclasses.dataclass
+class RunConfig:
+    backend: str
+    root: pathlib.Path                # repository root
+    bin_dir: pathlib.Path             # where rdmalab-bench, softnic, rdmalab-model are
+    run_id: str
+    model_bin: Optional[pathlib.Path] = None
+    bench_schema: Optional[dict] = None
+    profile: str = "cx3"                # the model's NIC profile unless a point's `profile` parameter says otherwise
+
+    @property
+    def softnic_bin(self) -> pathlib.Path:
+        return self.bin_dir / "softnic"
+
+
+@dataclasses.dataclass
+class Placed:
+    role: str
+    index: int
+    peers: int
+    host: Host
+    argv: list[str] = dataclasses.field(default_factory=list)
+    proc: Optional[Proc] = None
+    stdout_path: Optional[pathlib.Path] = None
+    stderr_path: Optional[pathlib.Path] = None
+
+
+def deadline_s(timeout_s: float) -> float:
+    return timeout_s + min(kDeadlineSlackMaxS, max(kDeadlineSlackMinS, timeout_s / 2))
+
+
+def signal_name(code: int) -> str:
+    if code < 0:
+        try:
+            return f"killed by {signal.Signals(-code).name}"
+        except ValueError:
+            return f"killed by signal {-code}"
+    return f"exit code {code}"
+
+
+def tail(path: Optional[pathlib.Path]) -> str:
+    if path is None or not path.exists():
+        return ""
+    with open(path, "rb") as f:
+        f.seek(0, os.SEEK_END)
+        size = f.tell()
+        f.seek(max(0, size - kTailBytes))
+        return f.read().decode(errors="replace")
+
+
+def flag(name: str, value: Any) -> list[str]:
+    if value is True:
+        return [f"--{name}"]
+    if value is False or value is None:
+        return []
+    return [f"--{name}={value}"]
+
+
+def peers_of(counts: dict[str, int], role: str) -> int:
+    """Contract 1: the number of processes of the other role; with one role, all of them."""
+    others = [c for r, c in counts.items() if r != role]
+    return sum(others) if others else counts[role]
+
+
+def place(exp: Experiment, point: Point, inv: Inventory) -> list[Placed]:
+    """Default placement: every process on the next host (servers first), wrapping around."""
+    placed = []
+    next_host = 0
+    n = len(inv.hosts)
+    for role in exp.roles:
+        count = point.roles[role.name]
+        for i in range(count):
+            if role.placement is not None:
+                k = role.placement[i % len(role.placement)]
+                if k >= n:
+                    raise LaunchError(f"roles.{role.name}.placement names host {k}, but the inventory has {n} hosts (0..{n - 1})")
+            else:
+                k = next_host % n
+                next_host += 1
+            placed.append(Placed(role.name, i, peers_of(point.roles, role.name), inv.hosts[k]))
+    return placed
+
+
+def hosts_needed(exp: Experiment, point: Point) -> int:
+    total = 0
+    explicit = 0
+    for role in exp.roles:
+        if role.placement is not None:
+            explicit = max(explicit, max(role.placement) + 1)
+        else:
+            total += point.roles[role.name]
+    return max(total, explicit, 1)
+
+
+class PointRunner:
+    def __init__(self, cfg: RunConfig, inventory: Inventory, store: Store):
+        self.cfg = cfg
+        self.inventory = inventory
+        self.store = store
+        self.launchers: dict[str, LocalLauncher] = {}
+        self.control_dir = pathlib.Path(f"/tmp/rdmalab-ssh-{os.getuid()}") / cfg.run_id
+
+    def launcher(self, name: str) -> LocalLauncher:
+        if name not in self.launchers:
+            if name == "local":
+                self.launchers[name] = LocalLauncher()
+            elif name == "netns":
+                self.launchers[name] = NetnsLauncher(self.cfg.run_id)
+            elif name == "ssh":
+                self.control_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
+                self.launchers[name] = SshLauncher(self.inventory.control_address, str(self.control_dir))
+            elif name == "slurm":
+                self.launchers[name] = SlurmLauncher(self.inventory.control_address, self.cfg.run_id)
+            else:
+                raise LaunchError(f"unknown launcher {name!r}")
+        return self.launchers[name]
+
+    def close(self) -> None:
+        for launcher in self.launchers.values():
+            try:
+                launcher.teardown()
+            except Exception:
+                pass
+        self.launchers.clear()
+        try:
+            self.control_dir.rmdir()  # the ssh masters' sockets are gone with them
+        except OSError:
+            pass
+
+    # ---- command lines ----
+    def role_argv(self, exp: Experiment, point: Point, p: Placed, rv_address: str, fabric: Optional[str]) -> list[str]:
+        bin_dir = pathlib.Path(p.host.bin_dir) if p.host.bin_dir else self.cfg.bin_dir
+        binary = exp.binary if os.path.isabs(exp.binary) else str(bin_dir / exp.binary)
+        argv = [binary] + ([exp.mode] if exp.mode else [])
+        argv += ["--rendezvous", rv_address, "--role", p.role, "--index", str(p.index), "--peers", str(p.peers)]
+        if p.host.device:
+            argv += ["--ib-dev", p.host.device]
+        argv += ["--ib-port", str(p.host.port)]
+        if p.host.gid_index is not None:
+            argv += ["--gid-index", str(p.host.gid_index)]
+        role = next(r for r in exp.roles if r.name == p.role)
+        hidden = {r.count for r in exp.roles if isinstance(r.count, str)} | set(exp.labels)
+        params = {k: v for k, v in {**point.params, **role.params}.items() if k not in hidden}
+        params.setdefault("timeout", int(exp.timeout_s) if float(exp.timeout_s).is_integer() else exp.timeout_s)
+        for k, v in params.items():
+            argv += flag(k, v)
+        argv.append("--out_json")
+        if p.host.numa is not None:
+            argv = ["numactl", f"--cpunodebind={p.host.numa}", f"--membind={p.host.numa}", *argv]
+        if fabric is not None:
+            softnic = pathlib.Path(p.host.bin_dir) / "softnic" if p.host.bin_dir else self.cfg.softnic_bin
+            argv = [str(softnic), "run", "--fabric", fabric, "--", *argv]
+        return argv
+
+    # ---- softnic fabric of a point ----
+    def _softnic(self, *args: str) -> subprocess.CompletedProcess:
+        return subprocess.run([str(self.cfg.softnic_bin), *args], capture_output=True, text=True,
+                              timeout=kSoftnicAuxTimeoutS, stdin=subprocess.DEVNULL)
+
+    def create_fabric(self, name: str, devices: int, link: str) -> None:
+        if not self.cfg.softnic_bin.exists():
+            raise LaunchError(f"{self.cfg.softnic_bin} does not exist: build softnic first (cmake --build build)")
+        r = self._softnic("fabric", "create", "--fabric", name, "--devices", str(devices), "--link", link)
+        if r.returncode != 0:
+            raise LaunchError(f"softnic fabric create --fabric {name} failed: {r.stderr.strip()}")
+
+    def fabric_info(self, name: str) -> Any:
+        r = self._softnic("fabric", "show", "--fabric", name, "--json")
+        try:
+            return json.loads(r.stdout) if r.returncode == 0 else {"error": r.stderr.strip()}
+        except json.JSONDecodeError:
+            return {"error": "softnic fabric show printed no JSON"}
+
+    def remove_fabric(self, name: str) -> None:
+        self._softnic("fabric", "rm", "--fabric", name)
+
+    # ---- running ----
+    def run(self, exp: Experiment, point: Point) -> dict[str, Any]:
+        if self.cfg.backend == "model":
+            return self.run_model(exp, point)
+        started, t0 = utc_now(), time.monotonic()
+        record = self._record(exp, point, started)
+        inv = Inventory(self.inventory.name, self.inventory.control_address, [])
+        placed: list[Placed] = []
+        fabric = None
+        rv: Optional[RendezvousServer] = None
+        failure: Optional[str] = None
+        sidecars: list[pcm.Sidecar] = []
+        log_dir = self.store.log_dir(self.cfg.backend, exp.id, point.id)
+        try:
+            inv = self.inventory.sized(hosts_needed(exp, point), str(self.cfg.bin_dir))
+            placed = place(exp, point, inv)
+            launchers = {h.launcher for h in inv.hosts}
+            for name in launchers:
+                self.launcher(name).setup([h for h in inv.hosts if h.launcher == name])
+            control = self.launcher(inv.hosts[0].launcher).control_address()
+            rv = RendezvousServer(host=control).start()
+            if self.cfg.backend == "softnic":
+                fabric = f"rdl-{self.cfg.run_id}-{point.id[:8]}"
+                self.create_fabric(fabric, len(inv.hosts), exp.link)
+            if self.cfg.backend == "verbs":
+                sidecars = pcm.start_sidecars([p.host for p in placed if p.role in ("server", "node")], log_dir,
+                                              lambda h, argv, out, err: self.launcher(h.launcher).start(h, argv, {}, out, err))
+            for p in placed:
+                p.argv = self.role_argv(exp, point, p, rv.address, fabric)
+                p.stdout_path = log_dir / f"{p.role}-{p.index}.stdout"
+                p.stderr_path = log_dir / f"{p.role}-{p.index}.stderr"
+                with open(p.stdout_path, "wb") as out, open(p.stderr_path, "wb") as err:
+                    p.proc = self.launcher(p.host.launcher).start(p.host, p.argv, {kTokenEnv: rv.token}, out, err)
+            failure = self._wait(placed, rv, deadline_s(exp.timeout_s))
+        except (LaunchError, RendezvousError, ConfigError) as exc:
+            failure = str(exc)
+        finally:
+            # A Ctrl-C now waits until every role, sidecar, rendezvous and fabric of the point is gone.
+            blocked = signal.pthread_sigmask(signal.SIG_BLOCK, kDeferredSignals)
+            try:
+                for p in placed:
+                    if p.proc is not None:
+                        p.proc.stop()
+                record["provenance"]["pcie_measured"] = pcm.stop_sidecars(sidecars, self.cfg.backend)
+                if rv is not None:
+                    record["provenance"]["rendezvous"] = {"address": rv.address, "events": list(rv.events)}
+                    rv.close()
+                if fabric is not None:
+                    record["provenance"]["fabric"] = {"name": fabric, "show": self.fabric_info(fabric)}
+                    self.remove_fabric(fabric)
+            finally:
+                signal.pthread_sigmask(signal.SIG_SETMASK, blocked)
+        record["roles"], failure = self._collect(placed, failure)
+        return self._finish(record, exp, inv.hosts, failure, t0)
+
+    def _collect(self, placed: list[Placed], failure: Optional[str]) -> tuple[list[dict[str, Any]], Optional[str]]:
+        """Every role's exit code, document and output tails; a bad document fails the point."""
+        roles = []
+        for p in placed:
+            entry = {"role": p.role, "index": p.index, "peers": p.peers, "host": p.host.name,
+                     "argv": list(p.argv), "exit_code": p.proc.poll() if p.proc else None,
+                     "document": None, "stdout_tail": "", "stderr_tail": tail(p.stderr_path),
+                     "log_stdout": str(p.stdout_path), "log_stderr": str(p.stderr_path)}
+            if p.proc is not None and entry["exit_code"] == 0 and p.stdout_path is not None:
+                text = p.stdout_path.read_text(errors="replace")
+                doc, problem = self._document(text)
+                if problem:
+                    failure = failure or f"{p.role}/{p.index} on {p.host.name}: {problem}"
+                    entry["stdout_tail"] = text[-kTailBytes:]
+                entry["document"] = doc
+            else:
+                entry["stdout_tail"] = tail(p.stdout_path)
+            roles.append(entry)
+        return roles, failure
+
+    def _wait(self, placed: list[Placed], rv: RendezvousServer, limit_s: float) -> Optional[str]:
+        deadline = time.monotonic() + limit_s
+        while True:
+            codes = [p.proc.poll() for p in placed]  # type: ignore[union-attr]
+            bad = [(p, c) for p, c in zip(placed, codes) if c not in (None, 0)]
+            if not bad and rv.failed.is_set():
+                # The rendezvous usually hears of a death first; let the exit status land for the message.
+                settle = time.monotonic() + kExitSettleS
+                while time.monotonic() < settle and not bad:
+                    time.sleep(kPollS)
+                    bad = [(p, p.proc.poll()) for p in placed if p.proc.poll() not in (None, 0)]  # type: ignore[union-attr]
+                if not bad:
+                    return f"rendezvous: {rv.failure}"
+            if bad:
+                p, code = bad[0]
+                stderr = tail(p.stderr_path)
+                why = unreachable_reason(p.proc, code, stderr)  # type: ignore[arg-type]
+                if why:
+                    return why
+                last = [ln for ln in stderr.splitlines() if ln.strip() and not ln.startswith("RDMALAB_PGID=")]
+                detail = f": {last[-1]}" if last else ""
+                return f"{p.role}/{p.index} on {p.host.name} failed with {signal_name(code)}{detail}"
+            if all(c == 0 for c in codes):
+                return None
+            if time.monotonic() > deadline:
+                running = [f"{p.role}/{p.index}" for p, c in zip(placed, codes) if c is None]
+                return f"deadline of {limit_s:.0f} s passed with {', '.join(running)} still running (stopped)"
+            time.sleep(kPollS)
+
+    def _document(self, text: str) -> tuple[Any, Optional[str]]:
+        """A role's document: a failure unless it is one rdmalab-bench/1 document that matches the
+        bench schema (benchmarks/schema/), when the schema file exists."""
+        try:
+            doc = json.loads(text)
+        except json.JSONDecodeError as exc:
+            return None, f"stdout is not one JSON document ({exc.msg} at line {exc.lineno})"
+        if not isinstance(doc, dict) or doc.get("schema_version") != "rdmalab-bench/1":
+            return doc, f"document schema_version is {doc.get('schema_version') if isinstance(doc, dict) else None!r}, expected 'rdmalab-bench/1'"
+        problems = self.schema_problems(doc)
+        return doc, (f"document does not match the bench schema at {problems[0]}" if problems else None)
+
+    @staticmethod
+    def _model_document(text: str) -> tuple[Any, Optional[str]]:
+        """What the harness needs of a prediction (contract 3): the version, the backend, numeric rows."""
+        try:
+            doc = json.loads(text)
+        except json.JSONDecodeError as exc:
+            return None, f"stdout is not one JSON document ({exc.msg} at line {exc.lineno})"
+        if not isinstance(doc, dict) or doc.get("schema_version") != "rdmalab-bench/1":
+            return doc, "document schema_version is not 'rdmalab-bench/1'"
+        if doc.get("backend") != "model":
+            return doc, "document lacks \"backend\": \"model\" (contract 3)"
+        rows = doc.get("results")
+        if not isinstance(rows, list) or not rows or not all(isinstance(r, dict) for r in rows):
+            return doc, "document has no results rows"
+        return doc, None
+
+    def schema_problems(self, doc: dict[str, Any]) -> list[str]:
+        if self.cfg.bench_schema is None:
+            return []
+        import jsonschema
+        validator = jsonschema.validators.validator_for(self.cfg.bench_schema)(self.cfg.bench_schema)
+        return [f"{'/'.join(map(str, e.absolute_path)) or '(top)'}: {e.message}"
+                for e in sorted(validator.iter_errors(doc), key=lambda e: list(map(str, e.absolute_path)))]
+
+    def run_model(self, exp: Experiment, point: Point) -> dict[str, Any]:
+        started, t0 = utc_now(), time.monotonic()
+        record = self._record(exp, point, started)
+        model = self.cfg.model_bin or self.cfg.bin_dir / "rdmalab-model"
+        request = {"experiment": exp.id, "profile": point.params.get("profile", self.cfg.profile), "mode": exp.mode,
+                   "roles": point.roles, "params": point.params}
+        entry: dict[str, Any] = {"role": "model", "index": 0, "peers": 0, "host": "model",
+                                 "argv": [str(model), "predict", "--json"], "exit_code": None, "document": None,
+                                 "stdout_tail": "", "stderr_tail": "", "request": request}
+        failure = None
+        if not pathlib.Path(model).is_file():
+            failure = (f"model backend: {model} does not exist; build it (cmake --build build --target rdmalab-model) "
+                       "or pass --model-bin PATH")
+        else:
+            try:
+                r = subprocess.run(entry["argv"], input=json.dumps(request), capture_output=True, text=True,
+                                   timeout=min(kModelTimeoutS, deadline_s(exp.timeout_s)))
+                entry.update(exit_code=r.returncode, stderr_tail=r.stderr[-kTailBytes:])
+                if r.returncode != 0:
+                    lines = [ln for ln in r.stderr.splitlines() if ln.strip()]
+                    failure = f"model: {signal_name(r.returncode)}: {lines[-1] if lines else 'no error message'}"
+                    entry["stdout_tail"] = r.stdout[-kTailBytes:]
+                else:
+                    entry["document"], failure = self._model_document(r.stdout)
+                    if failure:
+                        failure = f"model: {failure}"
+                        entry["stdout_tail"] = r.stdout[-kTailBytes:]
+                    elif problems := self.schema_problems(entry["document"]):
+                        # A prediction has no host, kernel or CPU time; the rest of the bench schema
+                        # is reported, not enforced, so that figures can be drawn meanwhile.
+                        entry["schema_warnings"] = problems[:kMaxSchemaWarnings]
+            except subprocess.TimeoutExpired:
+                failure = f"model: no answer within {kModelTimeoutS:.0f} s"
+        record["roles"] = [entry]
+        return self._finish(record, exp, [], failure, t0)
+
+    def _record(self, exp: Experiment, point: Point, started: str) -> dict[str, Any]:
+        return {"schema_version": kResultSchema, "status": None, "error": None, "backend": self.cfg.backend,
+                "experiment": {"id": exp.id, "title": exp.title, "file": str(exp.path), "sha256": exp.sha256,
+                               "paper": exp.paper, "description": exp.description, "plot": exp.plot,
+                               "reference": exp.reference},
+                "point": {"id": point.id, "index": point.index, "params": point.params, "repeat": point.repeat,
+                          "roles": point.roles, "swept": list(point.swept)},
+                "roles": [], "headline": None,
+                "provenance": {"run_id": self.cfg.run_id, "started": started, **provenance.static(self.cfg.root)}}
+
+    def _finish(self, record: dict[str, Any], exp: Experiment, hosts: list[Host], failure: Optional[str],
+                t0: float) -> dict[str, Any]:
+        record["status"] = "failed" if failure else "ok"
+        record["error"] = failure
+        prov = record["provenance"]
+        prov["ended"] = utc_now()
+        prov["duration_s"] = round(time.monotonic() - t0, 3)
+        prov["hosts"] = [h.describe() for h in hosts]
+        prov["inventory"] = self.inventory.path or self.inventory.name
+        prov["command_lines"] = [shlex.join(r["argv"]) for r in record["roles"]]
+        prov.update(provenance.from_documents(record["roles"], exp.binary, self.cfg.bin_dir))
+        y = exp.plot.get("y")
+        if y and not failure:
+            record["headline"] = {"metric": y, "value": point_value(record, y, exp.plot.get("role"),
+                                                                      exp.plot.get("aggregate"))}
+        return record

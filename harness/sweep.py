@@ -1,0 +1,108 @@
+"""Sweep expansion: an experiment (plus a suite's reductions) becomes a list of points.
+
+A point is the full parameter set of one run plus its repeat number. Its id is a hash of
+exactly those, so `--resume` recognises a finished point whatever order the sweep is in
+and whatever else in the file changed.
+"""
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import itertools
+import json
+from typing import Any, Optional
+
+from .experiment import Experiment
+
+
+@dataclasses.dataclass(frozen=True)
+class Reduction:
+    """A suite's way of making an experiment smaller: keep at most max_values values per swept
+    numeric parameter (first, last, evenly spaced between), override repeats, and override fixed
+    parameters the experiment already has (e.g. a shorter duration)."""
+    max_values: Optional[int] = None
+    repeats: Optional[int] = None
+    params: tuple[tuple[str, Any], ...] = ()
+    timeout_s: Optional[float] = None
+
+
+@dataclasses.dataclass
+class Point:
+    experiment: str
+    index: int                        # position in the expanded sweep (for display only)
+    params: dict[str, Any]            # fixed + swept, before role-specific overrides
+    repeat: int
+    roles: dict[str, int]             # role -> process count
+    id: str
+
+    def label(self) -> str:
+        shown = ", ".join(f"{k}={v}" for k, v in self.params.items() if k in self.swept)
+        return f"{shown or 'single point'} #{self.repeat}"
+
+    swept: tuple[str, ...] = ()
+
+
+def _numeric(values: list[Any]) -> bool:
+    return all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in values)
+
+
+def thin(values: list[Any], max_values: Optional[int]) -> list[Any]:
+    """Fewer values of a numeric axis; categories (verbs, designs, flags) are all kept, since a
+    figure without one of its series says less, not the same at lower resolution."""
+    if max_values is None or len(values) <= max_values or not _numeric(values):
+        return list(values)
+    if max_values == 1:
+        return [values[0]]
+    step = (len(values) - 1) / (max_values - 1)
+    picked = sorted({round(i * step) for i in range(max_values)})
+    return [values[i] for i in picked]
+
+
+def point_id(experiment: str, params: dict[str, Any], repeat: int, roles: dict[str, int]) -> str:
+    canon = json.dumps({"experiment": experiment, "params": params, "repeat": repeat, "roles": roles},
+                       sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(canon.encode()).hexdigest()[:16]
+
+
+def _block_rows(block: dict[str, dict[str, list[Any]]], max_values: Optional[int]) -> list[dict[str, Any]]:
+    grid = block.get("grid", {})
+    zipped = block.get("zip", {})
+    grid_axes = [[(k, v) for v in thin(vals, max_values)] for k, vals in grid.items()]
+    zip_rows: list[dict[str, Any]] = [{}]
+    if zipped:
+        n = len(next(iter(zipped.values())))
+        numeric = all(_numeric(vals) for vals in zipped.values())
+        keep = thin(list(range(n)), max_values) if numeric else list(range(n))
+        zip_rows = [{k: vals[i] for k, vals in zipped.items()} for i in keep]
+    rows = []
+    for combo in itertools.product(*grid_axes):
+        for zrow in zip_rows:
+            rows.append({**dict(combo), **zrow})
+    return rows
+
+
+def expand(exp: Experiment, reduction: Reduction = Reduction()) -> list[Point]:
+    fixed = dict(exp.params)
+    for key, value in reduction.params:
+        if key in fixed:  # only fixed parameters: a suite never adds a flag an experiment does not use
+            fixed[key] = value
+    swept_names: list[str] = []
+    rows: list[dict[str, Any]] = []
+    for block in exp.sweep or [{}]:
+        for table in block.values():
+            for k in table:
+                if k not in swept_names:
+                    swept_names.append(k)
+        for row in _block_rows(block, reduction.max_values):
+            if row not in rows:
+                rows.append(row)
+    repeats = reduction.repeats or exp.repeats
+    points: list[Point] = []
+    for row in rows:
+        params = {**fixed, **row}
+        roles = {r.name: (int(params[r.count]) if isinstance(r.count, str) else r.count) for r in exp.roles}
+        for repeat in range(repeats):
+            p = Point(exp.id, len(points), params, repeat, roles, point_id(exp.id, params, repeat, roles))
+            p.swept = tuple(swept_names)
+            points.append(p)
+    return points

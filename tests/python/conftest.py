@@ -1,0 +1,83 @@
+"""Puts the repository root on sys.path so that `harness` and `plots` import from the tree."""
+import pathlib
+import sys
+
+kRoot = pathlib.Path(__file__).resolve().parents[2]
+if str(kRoot) not in sys.path:
+    sys.path.insert(0, str(kRoot))
+
+import os
+import signal
+import subprocess
+import textwrap
+
+import pytest
+
+kRunAll = kRoot / "run_all.py"
+kFake = kRoot / "tests" / "python" / "fake_bench.py"
+kRunTimeoutS = 120
+
+
+def run_all(*args, timeout=kRunTimeoutS, check=None):
+    """Runs run_all.py as a user would (its own process), returns CompletedProcess."""
+    r = subprocess.run(["/usr/bin/python3", str(kRunAll), *map(str, args)], capture_output=True, text=True,
+                       timeout=timeout, env={**os.environ, "COLUMNS": "200"})
+    if check is not None:
+        assert r.returncode == check, f"exit {r.returncode}\nstdout:\n{r.stdout}\nstderr:\n{r.stderr}"
+    return r
+
+
+def write_experiment(directory, exp_id, body, binary=kFake):
+    """A fake-bench experiment file named after its id."""
+    path = directory / f"{exp_id}.yaml"
+    path.write_text(f"id: {exp_id}\nbinary: {binary}\n" + textwrap.dedent(body))
+    return path
+
+
+def hang_experiment(exp_dir, pids):
+    """One point whose client hangs after connecting, ignores SIGTERM and leaves a child."""
+    return write_experiment(exp_dir, "hang", f"""
+        title: the client hangs and leaves a child
+        mode: lat
+        roles: {{server: {{}}, client: {{}}}}
+        params: {{size: 8, fake_behavior: hang, fake_pid_dir: {pids}}}
+        timeout_s: 1
+        plot: {{x: size, y: mops}}
+        """)
+
+
+def pid_alive(pid):
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            state = f.read().rsplit(")", 1)[1].split()[0]
+        return state != "Z"
+    except FileNotFoundError:
+        return False
+
+
+def alive_pids(pid_dir):
+    return [p for p in (int(f.read_text()) for f in pid_dir.glob("*.pid")) if pid_alive(p)]
+
+
+def assert_no_orphans(pid_dir):
+    """Every process a fake role or its helper child ever was is gone."""
+    pids = [int(p.read_text()) for p in pid_dir.glob("*.pid")]
+    assert pids, f"no pid files in {pid_dir}: the fake roles never ran"
+    alive = [p for p in pids if pid_alive(p)]
+    for p in alive:  # do not leak them into later tests even when failing
+        try:
+            os.kill(p, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+    assert not alive, f"orphan processes left behind: {alive}"
+
+
+def softnic_fabrics(run_tag=""):
+    return [n for n in os.listdir("/dev/shm") if n.startswith(f"softnic-{os.getuid()}-rdl-{run_tag}")]
+
+
+@pytest.fixture
+def exp_dir(tmp_path):
+    d = tmp_path / "experiments"
+    d.mkdir()
+    return d
