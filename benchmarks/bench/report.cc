@@ -145,9 +145,14 @@ json ReportJson(const Session& session, const Report& report, double cpu_user_s,
 std::string ReportTable(const Session& session, const Report& report) {
   std::string out;
   char line[256];
-  std::snprintf(line, sizeof(line), "# rdmalab-bench %s  %s/%d  device %s  verb %s %s\n",
-                session.options().mode.c_str(), session.role().c_str(), session.index(),
-                session.device().name().c_str(), session.options().verb.c_str(), session.options().connection.c_str());
+  const Options& o = session.options();
+  const std::string what = o.mode == "echo"        ? o.request + " " + o.connection + " / " + o.response + " " +
+                                                      o.response_connection
+                           : o.mode == "sequencer" ? o.design
+                           : o.mode == "sgbatch"   ? std::to_string(o.sge) + " packets per SEND " + o.connection
+                                                   : o.verb + " " + o.connection;
+  std::snprintf(line, sizeof(line), "# rdmalab-bench %s  %s/%d  device %s  %s\n", o.mode.c_str(),
+                session.role().c_str(), session.index(), session.device().name().c_str(), what.c_str());
   out += line;
   std::snprintf(line, sizeof(line), " %10s %12s %10s %10s %10s %10s %10s %10s %10s\n", "#bytes", "#ops", "Mops",
                 "Gb/s", "avg[us]", "p50[us]", "p99[us]", "p99.9[us]", "max[us]");
