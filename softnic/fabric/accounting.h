@@ -15,8 +15,13 @@ struct TransferShape {
   uint32_t path_mtu_bytes;
 };
 
-// Single-writer update: a process only ever writes its own counter blocks.
+// A process only ever writes its own counter blocks, and a thread its own lane (relaxed
+// load + store, no read-modify-write); the shared overflow lane takes atomic adds.
 inline void Count(CounterBlock& block, Counter counter, uint64_t amount = 1) {
+  if (__builtin_expect(block.shared != 0, 0)) {
+    __atomic_fetch_add(&block.value[counter], amount, __ATOMIC_RELAXED);
+    return;
+  }
   __atomic_store_n(&block.value[counter],
                    __atomic_load_n(&block.value[counter], __ATOMIC_RELAXED) + amount,
                    __ATOMIC_RELAXED);

@@ -292,7 +292,7 @@ void SumDeviceCounters(const FabricHeader& fabric, uint32_t device, uint64_t out
   for (uint32_t c = 0; c < kCounterCount; ++c) {
     uint64_t sum = __atomic_load_n(&fabric.devices[device].retired.value[c], __ATOMIC_RELAXED);
     for (const ProcessSlot& slot : fabric.processes) {
-      sum += __atomic_load_n(&slot.counters[device].value[c], __ATOMIC_RELAXED);
+      for (const auto& lane : slot.counters) sum += __atomic_load_n(&lane[device].value[c], __ATOMIC_RELAXED);
     }
     out[c] = sum;
   }

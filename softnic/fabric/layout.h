@@ -13,7 +13,7 @@
 namespace softnic {
 
 constexpr uint32_t kFabricMagic = 0x534e4943;  // "SNIC"
-constexpr uint32_t kFabricLayoutVersion = 2;  // bump with every change to this file's shared structs
+constexpr uint32_t kFabricLayoutVersion = 3;  // bump with every change to this file's shared structs
 constexpr uint32_t kMaxDevices = 16;
 constexpr uint32_t kDefaultDevices = 2;
 constexpr uint32_t kMaxProcesses = 128;
@@ -78,9 +78,14 @@ inline constexpr const char* kCounterNames[] = {
 
 static_assert(sizeof(kCounterNames) / sizeof(kCounterNames[0]) == kCounterCount);
 
+// One lane of a process's counters for one device. Each thread that counts gets a lane of
+// its own (a single writer: plain load + store, no cache line shared between threads);
+// threads beyond kCounterLanes - 1 share the last lane, marked `shared`, with atomic adds.
 struct alignas(kCacheLineBytes) CounterBlock {
   uint64_t value[kCounterCount];
+  uint64_t shared;  // set on the last lane only
 };
+inline constexpr uint32_t kCounterLanes = 8;
 
 // A process attached to the fabric. `liveness` is a robust, process-shared mutex that the
 // process's liveness thread holds for the process lifetime. When the process dies the
@@ -91,7 +96,7 @@ struct alignas(kCacheLineBytes) ProcessSlot {
   std::atomic<int32_t> holder_tid{0};
   std::atomic<uint32_t> incarnation{0};
   std::atomic<uint32_t> pid{0};
-  CounterBlock counters[kMaxDevices];
+  CounterBlock counters[kCounterLanes][kMaxDevices];
 };
 
 // A named shared-memory object (queue ring or registered pages). The id encodes its

@@ -36,10 +36,12 @@ void Reclaim(Fabric* fabric, uint32_t slot, uint32_t incarnation) {
         mr.key.store(0, std::memory_order_release);
       }
     }
-    CounterBlock& counters = header->processes[slot].counters[d];
-    for (uint32_t c = 0; c < kCounterCount; ++c) {
-      __atomic_fetch_add(&device.retired.value[c], counters.value[c], __ATOMIC_RELAXED);
-      __atomic_store_n(&counters.value[c], 0, __ATOMIC_RELAXED);
+    for (auto& lane : header->processes[slot].counters) {
+      CounterBlock& counters = lane[d];
+      for (uint32_t c = 0; c < kCounterCount; ++c) {
+        __atomic_fetch_add(&device.retired.value[c], counters.value[c], __ATOMIC_RELAXED);
+        __atomic_store_n(&counters.value[c], 0, __ATOMIC_RELAXED);
+      }
     }
   }
   RemoveObjectsOf(fabric->directory(), slot, incarnation);
@@ -69,6 +71,7 @@ void HoldSlotForever(Fabric* fabric, ClaimResult* result) {
       AdminLock admin(header);
       uint32_t previous = slot.incarnation.load(std::memory_order_relaxed);
       if (previous != 0) Reclaim(fabric, s, previous);
+      for (CounterBlock& block : slot.counters[kCounterLanes - 1]) block.shared = 1;
       attachment.slot = s;
       attachment.incarnation = header->next_incarnation.fetch_add(1) + 1;
       slot.holder_tid.store(static_cast<int32_t>(syscall(SYS_gettid)), std::memory_order_relaxed);

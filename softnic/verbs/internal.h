@@ -2,6 +2,7 @@
 // member (the provider convention), so a public pointer converts to ours by a cast.
 #pragma once
 
+#include <algorithm>
 #include <infiniband/verbs.h>
 
 #include <atomic>
@@ -246,7 +247,10 @@ class Runtime {
   FabricHeader* fabric() const { return fabric_.header(); }
   const std::string& directory() const { return fabric_.directory(); }
   const ProcessAttachment& self() const { return self_; }
-  CounterBlock& counters(uint32_t device) { return fabric()->processes[self_.slot].counters[device]; }
+  // This thread's counter lane for `device` (see CounterBlock).
+  CounterBlock& counters(uint32_t device) {
+    return fabric()->processes[self_.slot].counters[CounterLane()][device];
+  }
 
   uint64_t NewObjectId() { return MakeObjectIdFor(next_serial_.fetch_add(1) + 1); }
   uint32_t RandomBits();
@@ -293,6 +297,19 @@ class Runtime {
   Fabric fabric_;
   ProcessAttachment self_;
   std::atomic<uint32_t> next_serial_{0};
+  std::atomic<uint32_t> next_counter_lane_{0};
+
+  // The calling thread's lane: the first kCounterLanes - 1 threads that count get one each,
+  // later threads share the last (atomic) lane. initial-exec TLS: no __tls_get_addr call
+  // on the post path (libibverbs is loaded with the program, not dlopen()ed late).
+  uint32_t CounterLane() {
+    static thread_local uint32_t lane __attribute__((tls_model("initial-exec"))) = kNoLane;
+    if (__builtin_expect(lane == kNoLane, 0)) {
+      lane = std::min(next_counter_lane_.fetch_add(1, std::memory_order_relaxed), kCounterLanes - 1);
+    }
+    return lane;
+  }
+  static constexpr uint32_t kNoLane = ~0u;
   std::atomic<uint64_t> random_state_{0};
   std::mutex maps_mutex_;
   std::unordered_map<uint64_t, void*> ring_maps_;
