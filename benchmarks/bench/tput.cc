@@ -527,8 +527,12 @@ void TputRun::RunPassive(PassiveThread& thread, std::uint32_t size) {
   const std::uint32_t payload_offset = plan_.qp_type == IBV_QPT_UD ? kUdGrhBytes : 0;
   ibv_wc completions[kPollBatch];
   thread.received = thread.bad_bytes = thread.bad_messages = 0;
-  while (!passive_stop_.load(std::memory_order_relaxed) && !g_abort.load(std::memory_order_relaxed)) {
+  // Stops only once the CQ is empty after the stop flag: every sender finished before the
+  // flag was raised, so what is still queued belongs to this payload size.
+  while (!g_abort.load(std::memory_order_relaxed)) {
+    const bool stopping = passive_stop_.load(std::memory_order_acquire);
     const int n = ibv_poll_cq(thread.cq.get(), kPollBatch, completions);
+    if (n == 0 && stopping) break;
     for (int i = 0; i < n; ++i) {
       const ibv_wc& wc = completions[i];
       if (wc.status != IBV_WC_SUCCESS) CompletionFailed(wc, "receiving SENDs");
