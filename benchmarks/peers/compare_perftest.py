@@ -40,6 +40,15 @@ ROOT = Path(__file__).resolve().parents[2]
 PERFTEST_TX_DEPTH_BW = 128
 PERFTEST_CQ_MOD_BW = 100
 PERFTEST_INLINE = {"write": 220, "send": 236, "read": 0}
+_UNMEASURABLE = re.compile(r"^\s*\d+\s+\d+\s+inf\b", re.M)
+
+
+def perftest_unmeasurable(out: str) -> str | None:
+    """perftest converts cycles with its own CPU-MHz estimate; where that fails (qemu TCG:
+    'Correlation coefficient r^2 < 0.9') it prints inf. Not a failed run: a tool limit."""
+    if _UNMEASURABLE.search(out):
+        return "perftest printed inf: its CPU-MHz estimate failed (e.g. under qemu TCG)"
+    return None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -104,6 +113,10 @@ class Runner:
         record["commands"]["perftest"] = {"server": server, "client": client}
         if not r.ok:
             record["errors"].append(r.describe())
+            return None
+        reason = perftest_unmeasurable(r.client.output)
+        if reason:
+            record["perftest_unmeasurable"] = reason
             return None
         try:
             return (perftest_lat_us if m.kind == "lat" else perftest_rate_mpps)(r.client.output)
@@ -223,6 +236,9 @@ def parse_guest_log(a, log: str) -> list[dict]:
                 try:
                     if status != "client=0 server=0":
                         raise ParseError(f"{key}: {status}")
+                    if side == "perftest" and perftest_unmeasurable(text):
+                        record["perftest_unmeasurable"] = perftest_unmeasurable(text)
+                        continue
                     if side == "perftest":
                         values[side] = (perftest_lat_us if m.kind == "lat" else perftest_rate_mpps)(text)
                     else:
@@ -250,6 +266,8 @@ def print_row(r: dict, band: float) -> None:
     def f(v):
         return "-" if v is None else f"{v:10.3f}"
     met = "-" if r["ratio"] is None else ("yes" if r["within_target"] else "NO")
+    if r.get("perftest_unmeasurable"):
+        met = "n/a: " + r["perftest_unmeasurable"]
     print(f"{r['metric']:>18} {r['unit']:>5} {f(r['perftest_median'])} {f(r['rdmalab_median'])} "
           f"{f(r['ratio'])}  +-{band:.0%}: {met}", flush=True)
 
