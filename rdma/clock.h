@@ -15,13 +15,15 @@ std::uint64_t MonotonicNs() noexcept;
 
 class TscClock {
  public:
-  // Measures the TSC rate over `window_ms` of CLOCK_MONOTONIC, or picks CLOCK_MONOTONIC when
-  // the CPU has no invariant TSC (constant_tsc and nonstop_tsc in /proc/cpuinfo).
+  // Measures the TSC rate over `window_ms` of CLOCK_MONOTONIC. Without an invariant TSC
+  // (constant_tsc and nonstop_tsc in /proc/cpuinfo) the TSC is used only if two half windows
+  // measure the same rate (within 0.5%); otherwise CLOCK_MONOTONIC.
   static TscClock Calibrate(unsigned window_ms = 50);
 
   std::uint64_t Now() const noexcept { return use_tsc_ ? ReadTsc() : MonotonicNs(); }
-  // "tsc" or "clock_monotonic".
-  const char* Source() const noexcept { return use_tsc_ ? "tsc" : "clock_monotonic"; }
+  // "tsc" (invariant), "tsc_rate_checked" (not flagged invariant, rate verified) or
+  // "clock_monotonic".
+  const char* Source() const noexcept { return source_; }
   double NsPerTick() const noexcept { return ns_per_tick_; }
   double GHz() const noexcept { return 1.0 / ns_per_tick_; }
   std::uint64_t TicksToNs(std::uint64_t ticks) const noexcept {
@@ -32,9 +34,11 @@ class TscClock {
   }
 
  private:
-  TscClock(double ns_per_tick, bool use_tsc) : ns_per_tick_(ns_per_tick), use_tsc_(use_tsc) {}
+  TscClock(double ns_per_tick, bool use_tsc, const char* source)
+      : ns_per_tick_(ns_per_tick), use_tsc_(use_tsc), source_(source) {}
   double ns_per_tick_;
   bool use_tsc_;
+  const char* source_;
 };
 
 }  // namespace rdmalab

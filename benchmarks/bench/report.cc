@@ -69,7 +69,7 @@ json EnvironmentJson(const Session& session) {
           {"device", DeviceJson(session)},
           {"provider_library", Device::ProviderLibrary()},
           {"clock_source", session.clock().Source()},
-          {"tsc_ghz", std::string(session.clock().Source()) == "tsc" ? json(session.clock().GHz()) : json(nullptr)},
+          {"tsc_ghz", std::string(session.clock().Source()) != "clock_monotonic" ? json(session.clock().GHz()) : json(nullptr)},
           {"hugepages", session.options().use_hugepages}};
 }
 

@@ -36,7 +36,8 @@ from compare_ucx import ParseError, perftest_lat_us, perftest_rate_mpps  # noqa:
 SCHEMA_VERSION = "rdmalab-compare-perftest/1"
 PAIR_TIMEOUT_S = 120.0
 ROOT = Path(__file__).resolve().parents[2]
-# perftest 4.5's defaults (perftest_parameters.h), given to both tools explicitly.
+# perftest 4.5's defaults (perftest_parameters.h; inline: its mlx5 values), given to both
+# tools explicitly.
 PERFTEST_TX_DEPTH_BW = 128
 PERFTEST_CQ_MOD_BW = 100
 PERFTEST_INLINE = {"write": 220, "send": 236, "read": 0}
@@ -65,15 +66,22 @@ class Metric:
     def unit(self) -> str:
         return "us" if self.kind == "lat" else "Mpps"
 
+    @property
+    def inline(self) -> int:
+        """perftest's default inline size for mlx NICs, given to both tools explicitly (other
+        providers' perftest defaults differ, e.g. 0 on rxe)."""
+        return PERFTEST_INLINE[self.verb] if self.size <= PERFTEST_INLINE[self.verb] else 0
+
     def perftest_args(self, a) -> list[str]:
         tool = f"ib_{self.verb}_{self.kind}"
+        inline = ["-I", str(self.inline)] if self.verb != "read" else []
         if self.kind == "lat":
-            return [tool, "-s", str(self.size), "-n", str(a.lat_iters)]
+            return [tool, "-s", str(self.size), "-n", str(a.lat_iters), *inline]
         return [tool, "-s", str(self.size), "-D", str(a.bw_seconds), "-t", str(PERFTEST_TX_DEPTH_BW),
-                "-Q", str(PERFTEST_CQ_MOD_BW)]
+                "-Q", str(PERFTEST_CQ_MOD_BW), *inline]
 
     def bench_args(self, a) -> list[str]:
-        inline = PERFTEST_INLINE[self.verb] if self.size <= PERFTEST_INLINE[self.verb] else 0
+        inline = self.inline
         if self.kind == "lat":
             return ["lat", "--verb", self.verb, "-s", str(self.size), "-n", str(a.lat_iters), "-I", str(inline)]
         return ["tput", "--verb", self.verb, "-s", str(self.size), "-D", str(a.bw_seconds),

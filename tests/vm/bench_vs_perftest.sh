@@ -16,7 +16,7 @@ bench=$build/bin/rdmalab-bench
 compare=(/usr/bin/python3 benchmarks/peers/compare_perftest.py --backend verbs --server-dev rxe0
          --client-dev rxe1 --bench "$bench" --lat-sizes 64,4096 --bw-sizes 64,4096
          --lat-verbs write,read,send --bw-verbs write,read,send --runs 3
-         --lat-iters "${VM_BENCH_LAT_ITERS:-3000}" --bw-seconds "${VM_BENCH_BW_SECONDS:-1}")
+         --lat-iters "${VM_BENCH_LAT_ITERS:-5000}" --bw-seconds "${VM_BENCH_BW_SECONDS:-1}")
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 "${compare[@]}" --guest-script "$work/pairs.sh"
