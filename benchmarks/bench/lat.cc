@@ -26,6 +26,8 @@ using nlohmann::json;
 
 constexpr std::uint32_t kRecvDepth = 64;
 constexpr std::uint64_t kMarkerPeriod = 255;
+constexpr std::uint32_t kSpinsPerCheck = 4096;
+static_assert((kSpinsPerCheck & (kSpinsPerCheck - 1)) == 0, "a power of two: checked with a mask");
 
 // The byte a ping-pong message ends with in iteration i: never 0, never the previous one.
 std::uint8_t Marker(std::uint64_t iteration) { return static_cast<std::uint8_t>(iteration % kMarkerPeriod + 1); }
@@ -37,6 +39,7 @@ class LatRun {
 
  private:
   void Setup();
+  void PrepareWr(ibv_wr_opcode opcode, std::uint32_t size);
   void Post(ibv_wr_opcode opcode, std::uint32_t size, std::uint64_t iteration, bool signaled);
   void PostRecv(std::uint32_t slot);
   void WaitSendCompletion();
@@ -64,7 +67,11 @@ class LatRun {
   std::uint64_t bad_bytes_ = 0;
   std::uint64_t checked_ = 0;
   std::uint64_t iteration_ = 0;
-  std::uint32_t last_recv_slot_ = 0;  // ping-pong iterations so far (markers follow it)
+  std::uint32_t last_recv_slot_ = 0;
+  ibv_send_wr wr_{};  // the prepared WR (PrepareWr) and its SGE
+  ibv_sge sge_{};
+  unsigned inline_flag_ = 0;
+  std::uint32_t prepared_size_ = ~0u;  // ping-pong iterations so far (markers follow it)
 };
 
 void LatRun::Setup() {
@@ -118,45 +125,58 @@ void LatRun::PostRecv(std::uint32_t slot) {
   if (error_number != 0) FailErrno("ibv_post_recv", error_number);
 }
 
-void LatRun::Post(ibv_wr_opcode opcode, std::uint32_t size, std::uint64_t iteration, bool signaled) {
+void LatRun::PrepareWr(ibv_wr_opcode opcode, std::uint32_t size) {
+  // Built once per payload size; Post() then changes only what differs per iteration.
   std::uint8_t* send_slot = region_.data();
-  if (opcode == IBV_WR_RDMA_WRITE || opcode == IBV_WR_SEND) {
-    if (o_.validate) FillPattern(send_slot, size, static_cast<std::uint32_t>(iteration));
-    if (size > 0) send_slot[size - 1] = Marker(iteration);
-  }
-  ibv_sge sge{reinterpret_cast<std::uintptr_t>(send_slot), IsAtomicKind(kind_) ? 8u : size, region_.mr->lkey};
-  ibv_send_wr wr{};
-  wr.wr_id = iteration;
-  wr.sg_list = &sge;
-  wr.num_sge = size > 0 || IsAtomicKind(kind_) ? 1 : 0;
-  wr.opcode = opcode;
+  sge_ = {reinterpret_cast<std::uintptr_t>(send_slot), IsAtomicKind(kind_) ? 8u : size, region_.mr->lkey};
+  wr_ = {};
+  wr_.sg_list = &sge_;
+  wr_.num_sge = size > 0 || IsAtomicKind(kind_) ? 1 : 0;
+  wr_.opcode = opcode;
   const bool inline_payload = (opcode == IBV_WR_RDMA_WRITE || opcode == IBV_WR_SEND) && size <= inline_threshold_;
-  wr.send_flags = (signaled ? unsigned{IBV_SEND_SIGNALED} : 0u) | (inline_payload ? unsigned{IBV_SEND_INLINE} : 0u);
+  inline_flag_ = inline_payload ? unsigned{IBV_SEND_INLINE} : 0u;
   // Ping-pong WRITEs land in the peer's first receive slot; other one-sided ops too.
   const std::uint64_t remote_slot = remote_.address + slot_bytes_;
   switch (opcode) {
     case IBV_WR_RDMA_WRITE:
     case IBV_WR_RDMA_READ:
-      wr.wr.rdma = {remote_slot, remote_.rkey};
+      wr_.wr.rdma = {remote_slot, remote_.rkey};
       break;
     case IBV_WR_ATOMIC_CMP_AND_SWP:
     case IBV_WR_ATOMIC_FETCH_AND_ADD:
-      wr.wr.atomic = {remote_slot, opcode == IBV_WR_ATOMIC_FETCH_AND_ADD ? 1u : iteration, iteration + 1,
-                      remote_.rkey};
+      wr_.wr.atomic = {remote_slot, 1u, 0, remote_.rkey};
       break;
     case IBV_WR_SEND:
-      if (qp_type_ == IBV_QPT_UD) wr.wr.ud = {ah_.get(), remote_qpn_, kUdQkey};
+      if (qp_type_ == IBV_QPT_UD) wr_.wr.ud = {ah_.get(), remote_qpn_, kUdQkey};
       break;
     default:
       break;
   }
+  prepared_size_ = size;
+}
+
+void LatRun::Post(ibv_wr_opcode opcode, std::uint32_t size, std::uint64_t iteration, bool signaled) {
+  if (prepared_size_ != size || wr_.opcode != opcode) PrepareWr(opcode, size);
+  std::uint8_t* send_slot = region_.data();
+  if (opcode == IBV_WR_RDMA_WRITE || opcode == IBV_WR_SEND) {
+    if (o_.validate) FillPattern(send_slot, size, static_cast<std::uint32_t>(iteration));
+    if (size > 0) send_slot[size - 1] = Marker(iteration);
+  }
+  wr_.wr_id = iteration;
+  wr_.send_flags = (signaled ? unsigned{IBV_SEND_SIGNALED} : 0u) | inline_flag_;
+  if (opcode == IBV_WR_ATOMIC_CMP_AND_SWP) {
+    // Each CAS expects the value the previous one left: iteration i swaps i for i + 1.
+    wr_.wr.atomic.compare_add = iteration;
+    wr_.wr.atomic.swap = iteration + 1;
+  }
   ibv_send_wr* bad = nullptr;
-  const int error_number = ibv_post_send(qp_.get(), &wr, &bad);
+  const int error_number = ibv_post_send(qp_.get(), &wr_, &bad);
   if (error_number != 0) Fail("ibv_post_send (latency): ", std::strerror(error_number));
 }
 
 void LatRun::WaitSendCompletion() {
   ibv_wc wc;
+  std::uint32_t spins = 0;
   for (;;) {
     const int n = ibv_poll_cq(send_cq_.get(), 1, &wc);
     if (n > 0) {
@@ -164,8 +184,12 @@ void LatRun::WaitSendCompletion() {
       return;
     }
     if (n < 0) Fail("ibv_poll_cq failed on the send CQ");
-    if (g_abort.load(std::memory_order_relaxed)) Fail("aborted");
-    if (MonotonicNs() >= session_.deadline_ns()) Fail("--timeout ", o_.timeout_s, " s passed waiting for a completion");
+    // The deadline is read once per kSpinsPerCheck polls: a clock read between polls would
+    // add its own cost to every measured latency.
+    if ((++spins & (kSpinsPerCheck - 1)) == 0) {
+      if (g_abort.load(std::memory_order_relaxed)) Fail("aborted");
+      if (MonotonicNs() >= session_.deadline_ns()) Fail("--timeout ", o_.timeout_s, " s passed waiting for a completion");
+    }
   }
 }
 
@@ -188,7 +212,7 @@ bool LatRun::WaitRecv(const std::atomic<bool>* stop) {
       PostRecv(last_recv_slot_);
       return true;
     }
-    if ((++spins & 0xFFF) == 0) {
+    if ((++spins & (kSpinsPerCheck - 1)) == 0) {
       if (stop != nullptr && stop->load(std::memory_order_relaxed)) return false;
       RetireUnsignaled();  // a send that failed (the peer died) ends the wait with its error
       if (MonotonicNs() >= session_.deadline_ns()) Fail("--timeout ", o_.timeout_s, " s passed waiting for a message");
@@ -201,7 +225,7 @@ bool LatRun::WaitMarker(std::uint32_t size, std::uint64_t iteration, const std::
   const std::uint8_t marker = Marker(iteration);
   std::uint32_t spins = 0;
   while (*last != marker) {
-    if ((++spins & 0xFFF) == 0) {
+    if ((++spins & (kSpinsPerCheck - 1)) == 0) {
       if (stop != nullptr && stop->load(std::memory_order_relaxed)) return false;
       RetireUnsignaled();
       if (MonotonicNs() >= session_.deadline_ns()) Fail("--timeout ", o_.timeout_s, " s passed waiting for the peer's WRITE");
