@@ -407,9 +407,11 @@ void TputRun::PostBatch(ActiveThread& thread, Target& target, SendQueue& queue, 
 
 void TputRun::LearnCasResults(ActiveThread& thread, std::size_t queue, std::uint64_t from, std::uint64_t upto) {
   // WRs of one QP complete in order, so every CAS up to `upto` has written its result.
+  // Slots restart at 0 with each payload size (PostBatch's next_slot).
   const std::uint8_t* lane = thread.local.data() + std::uint64_t{queue} * plan_.slots_per_lane * plan_.slot_bytes;
+  const std::uint64_t first_of_size = thread.queues[queue].posted_before_size;
   for (std::uint64_t seq = from; seq < upto; ++seq) {
-    const std::uint8_t* slot = lane + (seq % plan_.slots_per_lane) * plan_.slot_bytes;
+    const std::uint8_t* slot = lane + ((seq - first_of_size) % plan_.slots_per_lane) * plan_.slot_bytes;
     std::uint64_t old_value, counter, compare;
     std::memcpy(&old_value, slot, 8);
     std::memcpy(&counter, slot + 8, 8);

@@ -97,10 +97,12 @@ def test_tput_alltoall_under_rendezvous(verb: str) -> None:
     assert aggregate["ops"] == sum(d["results"][0]["ops"] for d in documents[1:]) + documents[0]["results"][0]["per_peer"][0]["ops"]
 
 
-@pytest.mark.parametrize("verb,counters", [("faa", 1), ("faa", 64), ("cas", 1), ("cas", 16)])
+@pytest.mark.parametrize("verb,counters", [("faa", 1), ("faa", 64), ("cas", 1), ("cas", 16), ("cas", 4)])
 def test_atomics_counters_add_up(verb: str, counters: int) -> None:
-    run = benchrun.standalone("atomics", ["--verb", verb, "--counters", str(counters), *SHORT, "--validate"],
-                              clients=2)
+    # Z = 4 repeats the size: a second measured row must reuse the CAS result slots correctly.
+    sizes = ["-s", "8,8"] if counters == 4 else []
+    run = benchrun.standalone("atomics", ["--verb", verb, "--counters", str(counters), *sizes, *SHORT,
+                                          "--validate"], clients=2)
     server, *_ = check_documents(run)
     check = server["validation"]["checks"][0]
     assert check["ok"] and check["counter_sum"] == check["expected_sum"] > 0
