@@ -96,7 +96,6 @@ struct ServerThread {
   std::uint64_t rng = 1;
   std::uint64_t served = 0;
   std::uint64_t sink = 0;
-  DeferredRecvs deferred;
 };
 
 class EchoRun {
@@ -115,8 +114,8 @@ class EchoRun {
               std::uint32_t size, volatile std::uint8_t* polled, std::uint64_t recv_buffer);
   void ServeOldest(ServerThread& thread, std::uint32_t size);
   void Respond(ServerThread& thread, std::uint32_t client, std::uint32_t slot, std::uint32_t size);
-  bool TryPostServerRecv(std::uint64_t buffer);
-  bool TryPostClientRecv(std::uint64_t buffer);
+  void PostServerRecv(std::uint64_t buffer);
+  void PostClientRecv(std::uint64_t buffer);
   void PostRequest(std::uint32_t slot, std::uint64_t seq, std::uint32_t size);
   int CollectResponses(std::uint32_t size, std::uint32_t* slots);
   void CheckResponse(std::uint32_t slot, const std::uint8_t* data, std::uint32_t size);
@@ -145,7 +144,6 @@ class EchoRun {
   std::uint32_t server_ud_qpn_ = 0;
   std::vector<std::uint64_t> outstanding_;  // per window slot: the request's sequence number, or kFree
   std::vector<std::uint64_t> posted_tsc_;
-  DeferredRecvs deferred_;
   std::uint64_t checked_ = 0, bad_bytes_ = 0, bad_messages_ = 0;
 };
 
@@ -200,7 +198,6 @@ void EchoRun::SetupServer() {
     }
     thread.send_cq = CreateCq(device, static_cast<int>(mine * (connected_send_depth + ud_send_depth)));
     thread.recv_cq = CreateCq(device, static_cast<int>(mine * window + 1));
-    thread.deferred.Reserve(mine * window);
     if (shape_.response_type == IBV_QPT_UD) {
       thread.ud_qp = CreateQp(device, session_.pd(), thread.send_cq.get(), thread.recv_cq.get(),
                               Caps(IBV_QPT_UD, ud_send_depth, 1));
@@ -256,7 +253,7 @@ void EchoRun::ConnectClients() {
     if (shape_.response_write) client.responses = RemoteRegion::FromJson(session_.Get(peers[c], "region"));
     if (!shape_.request_write) {
       for (std::uint32_t b = 0; b < window; ++b) {
-        if (!TryPostServerRecv(c * window + b)) Fail("ibv_post_recv (echo server): queue full at setup");
+        PostServerRecv(c * window + b);
       }
     }
   }
@@ -313,15 +310,14 @@ void EchoRun::SetupClient() {
                                                          : response_qp_.get();
   if (!shape_.response_write) {
     for (std::uint32_t b = 0; b < window; ++b) {
-      if (!TryPostClientRecv(b)) Fail("ibv_post_recv (echo client): queue full at setup");
+      PostClientRecv(b);
     }
-    deferred_.Reserve(window);
   }
   outstanding_.assign(window, kFree);
   posted_tsc_.assign(window, 0);
 }
 
-bool EchoRun::TryPostServerRecv(std::uint64_t buffer) {
+void EchoRun::PostServerRecv(std::uint64_t buffer) {
   ibv_sge sge{reinterpret_cast<std::uintptr_t>(requests_.data() + buffer * shape_.recv_bytes),
               shape_.recv_bytes, requests_.mr->lkey};
   ibv_recv_wr wr{};
@@ -330,17 +326,17 @@ bool EchoRun::TryPostServerRecv(std::uint64_t buffer) {
   wr.num_sge = 1;
   const std::uint64_t client = buffer / shape_.window;
   ibv_qp* qp = clients_[client].request_qp.get();
-  return TryPostRecv(qp, &wr, "echo server");
+  PostRecvOrFail(qp, &wr, "echo server");
 }
 
-bool EchoRun::TryPostClientRecv(std::uint64_t buffer) {
+void EchoRun::PostClientRecv(std::uint64_t buffer) {
   const std::uint64_t offset = std::uint64_t{shape_.window} * shape_.slot_bytes + buffer * shape_.recv_bytes;
   ibv_sge sge{reinterpret_cast<std::uintptr_t>(local_.data() + offset), shape_.recv_bytes, local_.mr->lkey};
   ibv_recv_wr wr{};
   wr.wr_id = buffer;
   wr.sg_list = &sge;
   wr.num_sge = 1;
-  return TryPostRecv(response_recv_qp_, &wr, "echo client");
+  PostRecvOrFail(response_recv_qp_, &wr, "echo client");
 }
 
 
@@ -393,8 +389,8 @@ void EchoRun::Accept(ServerThread& thread, std::uint32_t client, std::uint32_t s
   // clear (a late clear would erase it) or a RECV posted (on UC/UD it would be lost).
   if (polled != nullptr) {
     *polled = 0;
-  } else if (!TryPostServerRecv(recv_buffer)) {
-    thread.deferred.Add(recv_buffer);
+  } else {
+    PostServerRecv(recv_buffer);
   }
   if (o_.accesses == 0) {
     Respond(thread, client, slot, size);
@@ -433,7 +429,6 @@ void EchoRun::ServerThreadLoop(ServerThread& thread, std::uint32_t size) {
         }
       }
     } else {
-      thread.deferred.Retry([&](std::uint64_t buffer) { return TryPostServerRecv(buffer); });
       const int n = ibv_poll_cq(thread.recv_cq.get(), kPollBatch, completions);
       if (n < 0) Fail("ibv_poll_cq failed on the echo server's RECV CQ");
       for (int i = 0; i < n; ++i) {
@@ -544,7 +539,6 @@ int EchoRun::CollectResponses(std::uint32_t size, std::uint32_t* slots) {
     return found;
   }
   ibv_wc completions[kPollBatch];
-  deferred_.Retry([&](std::uint64_t buffer) { return TryPostClientRecv(buffer); });
   const int n = ibv_poll_cq(client_recv_cq_.get(), kPollBatch, completions);
   if (n < 0) Fail("ibv_poll_cq failed on the echo client's RECV CQ");
   const std::uint32_t grh = shape_.response_type == IBV_QPT_UD ? kUdGrhBytes : 0;
@@ -564,7 +558,7 @@ int EchoRun::CollectResponses(std::uint32_t size, std::uint32_t* slots) {
         CheckResponse(slot, responses + std::uint64_t{buffer} * shape_.recv_bytes + grh, size);
       }
     }
-    if (!TryPostClientRecv(buffer)) deferred_.Add(buffer);
+    PostClientRecv(buffer);
     slots[found++] = slot;
   }
   return found;

@@ -63,41 +63,13 @@ inline std::uint64_t ReapSends(ibv_cq* cq, SendRing* rings, const char* while_do
   return retired;
 }
 
-// Posts one RECV. False when the receive queue is momentarily full (ENOMEM); fails on
-// any other error, naming `what`. A queue that several senders consume can be "full"
-// although the RECV's completion was already seen: softnic's receive ring is a queue that
-// sending processes pop, and a sender preempted between claiming an entry and releasing
-// it blocks the entry the next post needs. A real NIC frees entries in order.
-inline bool TryPostRecv(ibv_qp* qp, ibv_recv_wr* wr, const char* what) {
+// Posts one RECV; fails naming `what` and the error. Every caller re-posts a RECV whose
+// completion it has consumed, so the queue always has room: ENOMEM is an error here.
+inline void PostRecvOrFail(ibv_qp* qp, ibv_recv_wr* wr, const char* what) {
   ibv_recv_wr* bad = nullptr;
   const int error_number = ibv_post_recv(qp, wr, &bad);
-  if (error_number == ENOMEM) return false;
   if (error_number != 0) FailErrno(std::string("ibv_post_recv (") + what + ")", error_number);
-  return true;
 }
-
-// Posts one RECV where the queue has room by construction (one sender, or setup).
-inline void PostRecvOrFail(ibv_qp* qp, ibv_recv_wr* wr, const char* what) {
-  if (!TryPostRecv(qp, wr, what)) FailErrno(std::string("ibv_post_recv (") + what + ")", ENOMEM);
-}
-
-// RECVs, by their owner's id, that found the queue full and wait for a later pass.
-// Storage is reserved up front for every RECV the owner keeps posted: no allocation later.
-class DeferredRecvs {
- public:
-  void Reserve(std::size_t recvs) { ids_.reserve(recvs); }
-  void Add(std::uint64_t id) { ids_.push_back(id); }
-  // Retries in order through `try_post(id) -> bool`; stops at the first still without room.
-  template <typename TryPost>
-  void Retry(TryPost&& try_post) {
-    std::size_t done = 0;
-    while (done < ids_.size() && try_post(ids_[done])) ++done;
-    if (done > 0) ids_.erase(ids_.begin(), ids_.begin() + static_cast<std::ptrdiff_t>(done));
-  }
-
- private:
-  std::vector<std::uint64_t> ids_;
-};
 
 // xorshift64: the random stream of server-side accesses and packet placement.
 inline std::uint64_t XorShift(std::uint64_t& state) {

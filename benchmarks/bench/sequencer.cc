@@ -79,7 +79,6 @@ struct Worker {
   std::vector<ibv_sge> sges;
   Region values;  // non-inline response payloads, one per send-queue entry
   Region recv;    // Spec-S0 RECV buffers
-  DeferredRecvs deferred;
   std::uint32_t recv_slots = 0;  // Spec-S0: per client QP
   std::uint64_t batches = 0;
   std::uint64_t handed_out = 0;
@@ -108,7 +107,7 @@ class SequencerRun {
   void ServeHerd(Worker& worker, std::uint32_t index);
   void ServeSpec(Worker& worker);
   void Answer(Worker& worker, std::size_t count);
-  bool TryPostWorkerRecv(Worker& worker, std::uint64_t slot);
+  void PostWorkerRecv(Worker& worker, std::uint64_t slot);
   void PostClientRecv(std::uint32_t queue, std::uint32_t slot);
   void PostRequest(std::uint64_t seq);
   int Collect(std::uint64_t* values, std::uint64_t now);
@@ -195,7 +194,6 @@ json SequencerRun::CreateWorkers() {
     if (design_ == Design::kSpec) {
       worker.recv_slots = recv_slots;
       worker.recv = MakeRegion(session_, std::uint64_t{qps} * recv_slots * kRecvSlotBytes);
-      worker.deferred.Reserve(std::uint64_t{qps} * recv_slots);
     }
   }
   return endpoints;
@@ -239,7 +237,7 @@ void SequencerRun::SetupServer() {
   }
   for (auto& worker : workers_) {
     for (std::uint64_t slot = 0; slot < worker.recv_slots * worker.qps.size(); ++slot) {
-      if (!TryPostWorkerRecv(worker, slot)) Fail("ibv_post_recv (sequencer worker): queue full at setup");
+      PostWorkerRecv(worker, slot);
     }
   }
 }
@@ -304,14 +302,14 @@ void SequencerRun::SetupClient() {
   received_ = IntegerSet(o_.count);
 }
 
-bool SequencerRun::TryPostWorkerRecv(Worker& worker, std::uint64_t slot) {
+void SequencerRun::PostWorkerRecv(Worker& worker, std::uint64_t slot) {
   ibv_sge sge{reinterpret_cast<std::uintptr_t>(worker.recv.data() + slot * kRecvSlotBytes), kRecvSlotBytes,
               worker.recv.mr->lkey};
   ibv_recv_wr wr{};
   wr.wr_id = slot;
   wr.sg_list = &sge;
   wr.num_sge = 1;
-  return TryPostRecv(worker.qps[slot / worker.recv_slots].get(), &wr, "sequencer worker");
+  PostRecvOrFail(worker.qps[slot / worker.recv_slots].get(), &wr, "sequencer worker");
 }
 
 void SequencerRun::PostClientRecv(std::uint32_t queue, std::uint32_t slot) {
@@ -403,7 +401,6 @@ void SequencerRun::ServeSpec(Worker& worker) {
   const int batch = static_cast<int>(worker.claims.size());
   std::vector<ibv_wc> completions(static_cast<std::size_t>(batch));
   for (std::uint64_t spins = 1;; ++spins) {
-    worker.deferred.Retry([&](std::uint64_t slot) { return TryPostWorkerRecv(worker, slot); });
     const int n = ibv_poll_cq(worker.recv_cq.get(), batch, completions.data());
     if (n < 0) Fail("ibv_poll_cq failed on a sequencer worker's RECV CQ");
     for (int i = 0; i < n; ++i) {
@@ -413,7 +410,7 @@ void SequencerRun::ServeSpec(Worker& worker) {
       // The RECV's QP, hence its buffer, says whose request it is.
       worker.claims[static_cast<std::size_t>(i)] = {static_cast<std::uint32_t>(wc.wr_id / worker.recv_slots),
                                                     wc.imm_data};
-      if (!TryPostWorkerRecv(worker, wc.wr_id)) worker.deferred.Add(wc.wr_id);
+      PostWorkerRecv(worker, wc.wr_id);
     }
     if (n > 0) Answer(worker, static_cast<std::size_t>(n));
     if ((spins & kStopCheckMask) == 0) {
