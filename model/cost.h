@@ -58,6 +58,7 @@ struct WrShape {
   bool inline_data = false;
   bool signaled = true;
   bool header_only = false;  // zero-byte SEND/WRITE carrying 4 B immediate data
+  bool with_imm = false;     // SEND/WRITE_WITH_IMM: 4 B ImmDt; a WRITE then consumes a RECV
   bool inline_recv = false;  // responder folds payload <= 64 B into the CQE
   uint32_t sge = 1;
 };
@@ -199,6 +200,10 @@ constexpr PcieBytes Responder(const WrShape& wr, const WqeLayout& layout, const 
     }
     case Opcode::kWrite:
       if (!wr.header_only) b += DmaWrite(wr.payload_B, p);
+      if (wr.with_imm) {  // the immediate completes a RECV: its WQE is fetched, a CQE written
+        b += DmaRead(RecvWqeBytes(wr, layout), p);
+        b += DmaWrite(kCqeBytes, p);
+      }
       break;
     case Opcode::kRead:
       b += DmaRead(wr.payload_B, p);
@@ -253,7 +258,7 @@ constexpr WireBytes Wire(const WrShape& wr, const WireParams& w) {
   WireBytes out;
   uint32_t base = w.BaseHeaderBytes();
   uint32_t deth = wr.transport == Transport::kUd ? 8 : 0;
-  uint32_t imm = wr.header_only ? 4 : 0;
+  uint32_t imm = wr.header_only || wr.with_imm ? 4 : 0;
   uint32_t aeth = 4;
   if (wr.op == Opcode::kRead) {
     out.req_packets = 1;

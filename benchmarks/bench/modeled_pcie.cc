@@ -51,6 +51,7 @@ json ModeledPcie(const WorkShape& shape, std::uint64_t ops, bool requester) {
     wr.inline_data = shape.inline_payload;
     wr.signaled = (i + 1) % static_cast<std::uint64_t>(shape.cq_mod) == 0;
     wr.header_only = shape.header_only;
+    wr.with_imm = shape.header_only;  // a header-only SEND carries its 4 B as immediate data
     wr.sge = static_cast<std::uint32_t>(shape.sge);
     post.Add(wr, device.wqe);
     m::AccountRequesterWr(device, wr, requester_counters);

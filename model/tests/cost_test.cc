@@ -112,6 +112,17 @@ TEST(Cost, InboundWriteLandsByDmaWriteHeaderOnlyDoesNot) {
   EXPECT_EQ(Responder(w, WqeLayout{}, Gen3x16()).d2h_B, 0u);
 }
 
+TEST(Cost, WriteWithImmediateCompletesARecvAndCarriesImmDt) {
+  WrShape w{Opcode::kWrite, Transport::kRc, 32};
+  PcieBytes plain = Responder(w, WqeLayout{}, Gen3x16());
+  uint64_t plain_wire = Wire(w, WireParams{}).req_B;
+  w.with_imm = true;
+  PcieBytes imm = Responder(w, WqeLayout{}, Gen3x16());
+  EXPECT_EQ(imm.dma_cpl_B - plain.dma_cpl_B, 16u + 22);     // the RECV WQE comes back
+  EXPECT_EQ(imm.d2h_B - plain.d2h_B, 26u + (64 + 26));      // its read request and the CQE
+  EXPECT_EQ(Wire(w, WireParams{}).req_B - plain_wire, 4u);  // ImmDt
+}
+
 TEST(Cost, RecvFetchesItsWqeWritesPayloadAndCqe) {
   WrShape s{Opcode::kSend, Transport::kUd, 32};
   PcieBytes b = Responder(s, WqeLayout{}, Gen3x16());

@@ -1,19 +1,22 @@
-// Per-message accounting: the one place where what a transfer costs is counted. Today it
-// counts packets (MTU segmentation) and payload bytes on both ends. The PCIe/NIC model
-// (model/, a later issue) plugs its per-WR cost function in here, so that softnic's
-// "modeled PCIe counters" come from the same source of truth as the model's predictions.
+// Per-message accounting: the one place where what a transfer costs is counted. softnic
+// counts what it moved (packets by MTU, payload bytes) and, through the model's per-WR
+// cost function (model/wr_accounting.h, the same source of truth as the model's
+// predictions), what a real NIC would have done on PCIe and on the wire.
+//
+// The counters one message adds are a pure function of its shape (opcode, transport,
+// size, flags, MTU, link layer, side), so the hot path only adds 1 to the shape's slot in
+// the lane (CounterBlock::shapes) and readers multiply: one store per side per message,
+// instead of one per counter.
 #pragma once
 
 #include <cstdint>
 
+#include "model/wr_accounting.h"
 #include "softnic/fabric/layout.h"
 
 namespace softnic {
 
-struct TransferShape {
-  uint64_t payload_bytes;
-  uint32_t path_mtu_bytes;
-};
+namespace model = rdmalab::model;
 
 // A process only ever writes its own counter blocks, and a thread its own lane (relaxed
 // load + store, no read-modify-write); the shared overflow lane takes atomic adds.
@@ -27,13 +30,162 @@ inline void Count(CounterBlock& block, Counter counter, uint64_t amount = 1) {
                    __ATOMIC_RELAXED);
 }
 
-inline void AccountTransfer(const TransferShape& shape, CounterBlock& requester, CounterBlock& responder) {
-  uint64_t bytes = shape.payload_bytes;
-  uint64_t packets = bytes <= shape.path_mtu_bytes ? 1 : (bytes + shape.path_mtu_bytes - 1) / shape.path_mtu_bytes;
-  Count(requester, kTxPackets, packets);
-  Count(requester, kTxBytes, bytes);
-  Count(responder, kRxPackets, packets);
-  Count(responder, kRxBytes, bytes);
+// The NIC every softnic device models: model/wr_accounting.h's default device (Connect-IB on
+// PCIe 3.0 x16) on the fabric's link layer (IB, or RoCEv2 on Ethernet) and the path MTU.
+inline model::DeviceModel ModeledDevice(LinkLayer link_layer, uint32_t path_mtu_bytes) {
+  model::DeviceModel device;
+  device.wire.kind = link_layer == LinkLayer::kEthernet ? model::LinkKind::kRoceV2 : model::LinkKind::kIb;
+  device.wire.mtu_B = path_mtu_bytes;
+  return device;
 }
+
+// One delivered message, as the model sees it.
+struct TransferShape {
+  model::WrShape wr;
+  uint32_t path_mtu_bytes;
+};
+
+// Which counters of a shape a slot holds: the requester's or the responder's side of a
+// delivered message, or a post of a single WR (a doorbell, a WR, its WQE by MMIO; the
+// payload field is the WQE size).
+enum class ShapeRole : uint8_t { kRequester, kResponder, kSingleWqePost };
+
+// Everything a shape's counters depend on, packed: payload or WQE bytes (32 bits) | log2
+// MTU (5) | opcode (3) | transport (2) | flags (5) | SGEs (6) | link layer (2) | role (2),
+// and bit 63 set so that no key is 0 (a free slot).
+namespace shape_key {
+constexpr int kMtuShift = 32, kOpShift = 37, kTransportShift = 40, kFlagsShift = 42, kSgeShift = 47,
+              kLinkShift = 53, kRoleShift = 55;
+constexpr uint64_t kInline = uint64_t{1} << kFlagsShift;
+constexpr uint64_t kSignaled = uint64_t{2} << kFlagsShift;
+constexpr uint64_t kValid = uint64_t{1} << 63;
+constexpr uint64_t kRoleMask = uint64_t{3} << kRoleShift;
+}  // namespace shape_key
+
+// The key of a message without its payload size, inline and signaled flags (which a
+// post adds): what a QP can compute once for its RDMA WRITEs.
+inline uint64_t MessageKeyBase(model::Opcode op, model::Transport transport, uint32_t sge, uint32_t path_mtu_bytes,
+                               LinkLayer link_layer) {
+  using namespace shape_key;
+  return uint64_t(__builtin_ctz(path_mtu_bytes)) << kMtuShift | uint64_t{static_cast<uint8_t>(op)} << kOpShift |
+         uint64_t{static_cast<uint8_t>(transport)} << kTransportShift | uint64_t{sge & 0x3f} << kSgeShift |
+         uint64_t{static_cast<uint8_t>(link_layer) & 3u} << kLinkShift | kValid;
+}
+
+// The requester-side key of one message (role kRequester is 0).
+inline uint64_t MessageKey(const TransferShape& s, LinkLayer link_layer) {
+  const model::WrShape& w = s.wr;
+  uint64_t flags = uint64_t{w.inline_data} | uint64_t{w.signaled} << 1 | uint64_t{w.header_only} << 2 |
+                   uint64_t{w.with_imm} << 3 | uint64_t{w.inline_recv} << 4;
+  return MessageKeyBase(w.op, w.transport, w.sge, s.path_mtu_bytes, link_layer) | w.payload_B |
+         flags << shape_key::kFlagsShift;
+}
+
+// The responder's counters do not depend on whether the requester asked for a CQE.
+inline uint64_t ResponderKey(uint64_t requester_key) {
+  return (requester_key & ~shape_key::kSignaled) |
+         uint64_t{static_cast<uint8_t>(ShapeRole::kResponder)} << shape_key::kRoleShift;
+}
+
+inline uint64_t SingleWqePostKey(uint32_t wqe_bytes) {
+  return wqe_bytes | uint64_t{static_cast<uint8_t>(ShapeRole::kSingleWqePost)} << shape_key::kRoleShift |
+         shape_key::kValid;
+}
+
+// The counters one message (or post) of `key` adds, in Counter order from
+// kFirstMessageCounter through kLastShapeCounter.
+struct MessageCounts {
+  uint64_t value[kLastShapeCounter - kFirstMessageCounter + 1];
+};
+MessageCounts CountsOfShape(uint64_t key);
+
+// Adds `amounts` to the counters from `first` on, with one check of the lane's kind.
+template <size_t N>
+inline void CountRun(CounterBlock& block, Counter first, const uint64_t (&amounts)[N], uint64_t times = 1) {
+  uint64_t* value = &block.value[first];
+  if (__builtin_expect(block.shared != 0, 0)) {
+    for (size_t i = 0; i < N; ++i) __atomic_fetch_add(&value[i], amounts[i] * times, __ATOMIC_RELAXED);
+    return;
+  }
+  for (size_t i = 0; i < N; ++i) {
+    __atomic_store_n(&value[i], __atomic_load_n(&value[i], __ATOMIC_RELAXED) + amounts[i] * times,
+                     __ATOMIC_RELAXED);
+  }
+}
+
+// Where a QP last counted a key: a few compares find the slot again.
+struct ShapeCursor {
+  uint64_t key = 0;
+  const CounterBlock* block = nullptr;
+  ShapeCount* slot = nullptr;
+};
+
+// The slot of `key` in `block`: found, claimed, or made by folding another slot into
+// value[] (cold path; accounting.cc). The block must not be the shared lane.
+ShapeCount* FindShapeSlot(CounterBlock& block, uint64_t key);
+
+inline void CountShape(CounterBlock& block, uint64_t key, ShapeCursor& cursor) {
+  if (__builtin_expect(block.shared != 0, 0)) {  // many writers: no slots, every counter
+    CountRun(block, kFirstMessageCounter, CountsOfShape(key).value);
+    return;
+  }
+  ShapeCount* slot = cursor.slot;
+  // The lane differs when another thread posts on the QP; the slot may have been given to
+  // another key by another QP of this lane.
+  if (__builtin_expect(cursor.key != key || cursor.block != &block || slot->key != key, 0)) {
+    slot = FindShapeSlot(block, key);
+    cursor = ShapeCursor{key, &block, slot};
+  }
+  __atomic_store_n(&slot->count, __atomic_load_n(&slot->count, __ATOMIC_RELAXED) + 1, __ATOMIC_RELAXED);
+}
+
+// The cursors of one QP: the requester side per `signaled` (streams alternate between the
+// two), the responder side, and single-WR posts.
+struct QpShapeCursors {
+  ShapeCursor requester[2];
+  ShapeCursor responder;
+  ShapeCursor single_wqe_post;
+};
+
+// Counts one delivered message, given its requester key, on both devices: what softnic
+// moved, and what the modeled NIC does for it (payload gather, CQE, responder DMA, wire
+// packets and ACKs).
+inline void AccountTransfer(uint64_t requester_key, QpShapeCursors& cursors, CounterBlock& requester,
+                            CounterBlock& responder) {
+  CountShape(requester, requester_key, cursors.requester[(requester_key & shape_key::kSignaled) != 0]);
+  CountShape(responder, ResponderKey(requester_key), cursors.responder);
+}
+
+// One post (a linked WR list or an ibv_wr_* batch): a doorbell, its WRs, and their WQEs
+// reaching the modeled NIC: WQE-by-MMIO for a single WR, else a doorbell write and the
+// NIC's DMA reads of the WQEs.
+class PostCost {
+ public:
+  void Add(uint32_t wqe_bytes) {
+    if (wqes_++ == 0) first_wqe_bytes_ = wqe_bytes;
+    padded_bytes_ += model::PadToLine(wqe_bytes);
+  }
+  void CountInto(CounterBlock& requester, ShapeCursor& single_wqe_post) {
+    if (wqes_ == 1) {
+      CountShape(requester, SingleWqePostKey(first_wqe_bytes_), single_wqe_post);
+      return;
+    }
+    model::ModeledCounters post;
+    model::AccountPost(model::DeviceModel{}, wqes_, padded_bytes_, first_wqe_bytes_, post);
+    const uint64_t pcie[] = {post.pcie_mmio_bytes, post.pcie_dma_cpl_bytes, post.pcie_d2h_bytes,
+                             post.pcie_h2d_tlps,   post.pcie_d2h_tlps,      post.pcie_dma_reads};
+    CountRun(requester, kPcieMmioBytes, pcie);
+    const uint64_t doorbell[] = {1, wqes_};
+    CountRun(requester, kDoorbells, doorbell);
+  }
+
+ private:
+  uint32_t wqes_ = 0;
+  uint32_t first_wqe_bytes_ = 0;
+  uint64_t padded_bytes_ = 0;
+};
+
+// Adds a block's counters (value[] and its shapes' counts times their counters) to `out`.
+void SumCounterBlock(const CounterBlock& block, uint64_t out[kCounterCount]);
 
 }  // namespace softnic

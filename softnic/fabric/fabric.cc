@@ -1,5 +1,6 @@
 #include "softnic/fabric/fabric.h"
 
+
 #include <dirent.h>
 #include <fcntl.h>
 #include <sys/file.h>
@@ -7,6 +8,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <cstdlib>
@@ -15,6 +17,8 @@
 #include <cstring>
 #include <new>
 #include <thread>
+
+#include "softnic/fabric/accounting.h"
 
 namespace softnic {
 namespace {
@@ -289,12 +293,10 @@ bool RemoveFabric(const std::string& name, std::string* error) {
 }
 
 void SumDeviceCounters(const FabricHeader& fabric, uint32_t device, uint64_t out[kCounterCount]) {
-  for (uint32_t c = 0; c < kCounterCount; ++c) {
-    uint64_t sum = __atomic_load_n(&fabric.devices[device].retired.value[c], __ATOMIC_RELAXED);
-    for (const ProcessSlot& slot : fabric.processes) {
-      for (const auto& lane : slot.counters) sum += __atomic_load_n(&lane[device].value[c], __ATOMIC_RELAXED);
-    }
-    out[c] = sum;
+  std::fill(out, out + kCounterCount, 0);
+  SumCounterBlock(fabric.devices[device].retired, out);
+  for (const ProcessSlot& slot : fabric.processes) {
+    for (const auto& lane : slot.counters) SumCounterBlock(lane[device], out);
   }
 }
 

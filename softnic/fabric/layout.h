@@ -13,7 +13,7 @@
 namespace softnic {
 
 constexpr uint32_t kFabricMagic = 0x534e4943;  // "SNIC"
-constexpr uint32_t kFabricLayoutVersion = 3;  // bump with every change to this file's shared structs
+constexpr uint32_t kFabricLayoutVersion = 4;  // bump with every change to this file's shared structs
 constexpr uint32_t kMaxDevices = 16;
 constexpr uint32_t kDefaultDevices = 2;
 constexpr uint32_t kMaxProcesses = 128;
@@ -49,12 +49,31 @@ struct FaultSettings {
 };
 
 // Counters are per (process, device) and written only by that process (no shared cache
-// line between a sender and a receiver); readers sum over processes.
+// line between a sender and a receiver); readers sum over processes. A delivered message
+// or a post adds to the run kTxPackets..kWorkRequests at once (accounting.h); within it,
+// kPcieMmioBytes..kWireRxPackets are modeled: what the NIC of model/wr_accounting.h would
+// do on PCIe and on the wire.
 enum Counter : uint32_t {
   kTxPackets,
+  kFirstMessageCounter = kTxPackets,
   kTxBytes,
   kRxPackets,
   kRxBytes,
+  kPcieMmioBytes,
+  kFirstModeledCounter = kPcieMmioBytes,
+  kPcieDmaCplBytes,
+  kPcieD2hBytes,
+  kPcieH2dTlps,
+  kPcieD2hTlps,
+  kPcieDmaReads,
+  kWireTxBytes,
+  kWireTxPackets,
+  kWireRxBytes,
+  kWireRxPackets,
+  kLastModeledCounter = kWireRxPackets,
+  kDoorbells,
+  kWorkRequests,
+  kLastShapeCounter = kWorkRequests,
   kDroppedNoRecv,
   kDroppedFault,
   kDroppedDeviceDown,
@@ -64,26 +83,44 @@ enum Counter : uint32_t {
   kRetryExceeded,
   kRemoteAccessErrors,
   kCqOverruns,
-  kDoorbells,
-  kWorkRequests,
   kCounterCount
 };
+constexpr bool IsModeled(uint32_t counter) {
+  return counter >= kFirstModeledCounter && counter <= kLastModeledCounter;
+}
 
 inline constexpr const char* kCounterNames[] = {
-    "tx_packets",          "tx_bytes",          "rx_packets",          "rx_bytes",
-    "dropped_no_recv",     "dropped_fault",     "dropped_device_down",
-    "dropped_no_destination", "dropped_access",  "rnr_retries",
-    "retry_exceeded",      "remote_access_errors", "cq_overruns",      "doorbells",
-    "work_requests"};
+    "tx_packets", "tx_bytes", "rx_packets", "rx_bytes",
+    // modeled (the names of rdmalab-bench's pcie.modeled counters)
+    "pcie_mmio_bytes", "pcie_dma_cpl_bytes", "pcie_d2h_bytes", "pcie_h2d_tlps", "pcie_d2h_tlps",
+    "pcie_dma_reads", "wire_tx_bytes", "wire_tx_packets", "wire_rx_bytes", "wire_rx_packets",
+    "doorbells", "work_requests",
+    // events
+    "dropped_no_recv", "dropped_fault", "dropped_device_down", "dropped_no_destination", "dropped_access",
+    "rnr_retries", "retry_exceeded", "remote_access_errors", "cq_overruns"};
 
 static_assert(sizeof(kCounterNames) / sizeof(kCounterNames[0]) == kCounterCount);
 
+// How many messages of one shape a lane counted (accounting.h): the counters a shape adds
+// per message are a pure function of its key, so the hot path adds 1 here and readers
+// multiply. key 0 = free.
+struct ShapeCount {
+  uint64_t key;
+  uint64_t count;
+};
+inline constexpr uint32_t kShapeSlots = 12;
+
 // One lane of a process's counters for one device. Each thread that counts gets a lane of
 // its own (a single writer: plain load + store, no cache line shared between threads);
-// threads beyond kCounterLanes - 1 share the last lane, marked `shared`, with atomic adds.
+// threads beyond kCounterLanes - 1 share the last lane, marked `shared`, with atomic adds
+// (and no shape slots). A reader sums value[] and every shape slot's count times its
+// per-message counters; `evictions` is odd while the writer folds a slot into value[].
 struct alignas(kCacheLineBytes) CounterBlock {
   uint64_t value[kCounterCount];
   uint64_t shared;  // set on the last lane only
+  uint32_t evictions;
+  uint32_t next_victim;
+  ShapeCount shapes[kShapeSlots];
 };
 inline constexpr uint32_t kCounterLanes = 8;
 

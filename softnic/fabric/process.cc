@@ -1,5 +1,6 @@
 #include "softnic/fabric/process.h"
 
+
 #include <pthread.h>
 #include <signal.h>
 #include <sys/syscall.h>
@@ -10,6 +11,7 @@
 #include <mutex>
 #include <thread>
 
+#include "softnic/fabric/accounting.h"
 #include "softnic/fabric/object.h"
 
 namespace softnic {
@@ -38,10 +40,18 @@ void Reclaim(Fabric* fabric, uint32_t slot, uint32_t incarnation) {
     }
     for (auto& lane : header->processes[slot].counters) {
       CounterBlock& counters = lane[d];
+      uint64_t left[kCounterCount] = {};
+      SumCounterBlock(counters, left);
       for (uint32_t c = 0; c < kCounterCount; ++c) {
-        __atomic_fetch_add(&device.retired.value[c], counters.value[c], __ATOMIC_RELAXED);
+        __atomic_fetch_add(&device.retired.value[c], left[c], __ATOMIC_RELAXED);
         __atomic_store_n(&counters.value[c], 0, __ATOMIC_RELAXED);
       }
+      for (ShapeCount& shape : counters.shapes) {
+        __atomic_store_n(&shape.key, 0, __ATOMIC_RELAXED);
+        __atomic_store_n(&shape.count, 0, __ATOMIC_RELAXED);
+      }
+      counters.evictions = 0;
+      counters.next_victim = 0;
     }
   }
   RemoveObjectsOf(fabric->directory(), slot, incarnation);

@@ -136,6 +136,10 @@ std::string GidText(const uint8_t* gid) {
   return text;
 }
 
+// What the modeled counters model (softnic/fabric/accounting.h, ModeledDevice).
+constexpr const char* kModeledDeviceText =
+    "model/wr_accounting.h default: Connect-IB on PCIe 3.0 x16; wire IB, or RoCEv2 on an Ethernet fabric";
+
 nlohmann::json DeviceJson(const FabricHeader& header, uint32_t d) {
   const DeviceEntry& device = header.devices[d];
   uint64_t counters[kCounterCount];
@@ -162,7 +166,10 @@ nlohmann::json DeviceJson(const FabricHeader& header, uint32_t d) {
   }
   json["qps"] = qps;
   json["mrs"] = mrs;
-  for (uint32_t c = 0; c < kCounterCount; ++c) json["counters"][kCounterNames[c]] = counters[c];
+  json["modeled"]["device_model"] = kModeledDeviceText;
+  for (uint32_t c = 0; c < kCounterCount; ++c) {
+    (IsModeled(c) ? json["modeled"]["counters"] : json["counters"])[kCounterNames[c]] = counters[c];
+  }
   return json;
 }
 
@@ -206,6 +213,10 @@ void PrintHuman(const nlohmann::json& json, bool counters_only) {
     }
     std::printf("\n");
     for (const auto& [name, value] : device["counters"].items()) {
+      std::printf("    %-24s %" PRIu64 "\n", name.c_str(), value.get<uint64_t>());
+    }
+    std::printf("  modeled (%s)\n", device["modeled"]["device_model"].get<std::string>().c_str());
+    for (const auto& [name, value] : device["modeled"]["counters"].items()) {
       std::printf("    %-24s %" PRIu64 "\n", name.c_str(), value.get<uint64_t>());
     }
   }

@@ -32,7 +32,36 @@ struct FastWrite {
   uint32_t rkey;
 };
 enum class FastResult : uint8_t { kDone, kSlowPath };
-FastResult TryFastWrite(SoftQp* qp, const FastWrite& w);
+// Adds the WR's WQE to `post` when it is done.
+FastResult TryFastWrite(SoftQp* qp, const FastWrite& w, PostCost& post);
+
+// A WR as the PCIe/NIC model sees it (softnic/fabric/accounting.h counts it). `bytes` is the
+// message length; atomics move 8 bytes whatever their local buffer.
+inline model::WrShape ModeledShape(const SoftQp* qp, ibv_wr_opcode opcode, uint32_t send_flags, uint64_t bytes,
+                                   uint32_t num_sge) {
+  model::WrShape shape;
+  switch (opcode) {
+    case IBV_WR_RDMA_WRITE:
+    case IBV_WR_RDMA_WRITE_WITH_IMM: shape.op = model::Opcode::kWrite; break;
+    case IBV_WR_RDMA_READ: shape.op = model::Opcode::kRead; break;
+    case IBV_WR_ATOMIC_CMP_AND_SWP: shape.op = model::Opcode::kCas; break;
+    case IBV_WR_ATOMIC_FETCH_AND_ADD: shape.op = model::Opcode::kFaa; break;
+    default: shape.op = model::Opcode::kSend; break;
+  }
+  shape.transport = ModeledTransport(qp->ex.qp_base.qp_type);
+  bool atomic = shape.op == model::Opcode::kCas || shape.op == model::Opcode::kFaa;
+  shape.payload_B = atomic ? 8 : static_cast<uint32_t>(bytes);
+  shape.inline_data = (send_flags & IBV_SEND_INLINE) != 0;
+  shape.signaled = qp->signal_all || (send_flags & IBV_SEND_SIGNALED) != 0;
+  shape.with_imm = opcode == IBV_WR_SEND_WITH_IMM || opcode == IBV_WR_RDMA_WRITE_WITH_IMM;
+  shape.header_only = shape.with_imm && bytes == 0;
+  shape.sge = num_sge;
+  return shape;
+}
+inline model::WrShape ModeledShape(const SoftQp* qp, const WorkRequest& wr) {
+  return ModeledShape(qp, wr.opcode, wr.send_flags, wr.total_bytes, wr.num_sge);
+}
+inline uint32_t WqeBytes(const model::WrShape& shape) { return model::SendWqeBytes(shape, model::WqeLayout{}); }
 
 // Key checks (send.cc): a translation is valid for [first, first + length) while its MR
 // table entry still holds the key.
@@ -68,6 +97,9 @@ inline void CopyOrderedSingle(uint8_t* destination, const uint8_t* source, uint6
     std::memcpy(at, &word, sizeof(word));
   }
 }
+// Counts the doorbell, the WRs and the modeled cost of handing them to the NIC.
+void CountPostLocked(SoftQp* qp, PostCost& post_cost);
+
 int ValidateWorkRequest(const SoftQp* qp, WorkRequest& wr);  // also sets wr.total_bytes
 int SubmitValidatedLocked(SoftQp* qp, const WorkRequest& wr);
 void CompleteSend(SoftQp* qp, const WorkRequest& wr, uint32_t slot, ibv_wc_status status,

@@ -208,6 +208,8 @@ struct SoftQp {
   Destination ud_cache[kUdDestinationCacheEntries];
   KeyTranslation remote_key;  // fast path: the last rkey written to
   KeyTranslation local_key;   // fast path: the last lkey read from
+  QpShapeCursors shape_cursors;  // where this QP last counted each kind of message shape
+  uint64_t write_key_base;       // MessageKeyBase of this QP's RDMA WRITEs (fast path)
 
   std::atomic_flag lock = ATOMIC_FLAG_INIT;  // post_send (mlx5 takes the same per-QP lock)
   uint32_t sq_posted;
@@ -346,13 +348,17 @@ void Warn(const char* format, ...) __attribute__((format(printf, 1, 2)));
 
 // Completion-queue operations shared by the data path (cq.cc, recv.cc).
 bool PushCqe(Ring& ring, const Cqe& cqe, CounterBlock& counters, bool solicited);
-void FlushRecvQueue(SoftQp* qp);  // a QP entering ERR: flush completions for its RECVs
+void FlushRecvQueue(SoftQp* qp);
+// The QP's path MTU, and the shape key base of its WRITEs that depends on it.
+void SetPathMtu(SoftQp* qp, uint32_t path_mtu_bytes);
+inline model::Transport ModeledTransport(ibv_qp_type type) {
+  return type == IBV_QPT_UD ? model::Transport::kUd : type == IBV_QPT_UC ? model::Transport::kUc : model::Transport::kRc;
+}  // a QP entering ERR: flush completions for its RECVs
 
 // The send engine (send.cc) and the QP paths it needs. *Locked functions need qp->lock.
 void LockQp(SoftQp* qp);
 void UnlockQp(SoftQp* qp);
 int SubmitLocked(SoftQp* qp, WorkRequest& wr);
-void CountDoorbellLocked(SoftQp* qp, uint32_t work_requests);
 bool ProgressQpLocked(SoftQp* qp);  // true while still stalled
 void SetQpErrorLocked(SoftQp* qp);  // state ERR, flush pending sends and receives
 void SetQpStateError(SoftQp* qp);   // just the state (qp.cc)

@@ -181,13 +181,23 @@ ibv_qp* CreateQpExOp(ibv_context* context, ibv_qp_init_attr_ex* attr) {
   pthread_cond_init(&base.cond, nullptr);
   qp->attr.qp_state = IBV_QPS_RESET;
   qp->attr.path_mtu = IBV_MTU_4096;
-  qp->path_mtu_bytes = runtime->fabric()->attributes.active_mtu_bytes;
+  SetPathMtu(qp, runtime->fabric()->attributes.active_mtu_bytes);
   qp->attr.port_num = kPortNumber;
   InstallQpExOps(qp);
   if (attr->comp_mask & IBV_QP_INIT_ATTR_SEND_OPS_FLAGS) qp->ex.comp_mask = 0;
   runtime->local_qps[qp->device_index][index] = qp;
   return &base;
 }
+
+}  // namespace
+
+void SetPathMtu(SoftQp* qp, uint32_t path_mtu_bytes) {
+  qp->path_mtu_bytes = path_mtu_bytes;
+  qp->write_key_base = MessageKeyBase(model::Opcode::kWrite, ModeledTransport(qp->ex.qp_base.qp_type), 1,
+                                      path_mtu_bytes, Runtime::Get()->fabric()->link_layer);
+}
+
+namespace {
 
 bool ValidateValues(SoftQp* qp, const ibv_qp_attr& attr, int mask) {
   if ((mask & IBV_QP_CUR_STATE) && attr.cur_qp_state != qp->attr.qp_state) return false;
@@ -223,7 +233,7 @@ void ApplyAttributes(SoftQp* qp, const ibv_qp_attr& attr, int mask) {
   }
   if (mask & IBV_QP_PATH_MTU) {
     mine.path_mtu = attr.path_mtu;
-    qp->path_mtu_bytes = MtuBytes(attr.path_mtu);
+    SetPathMtu(qp, MtuBytes(attr.path_mtu));
   }
   if (mask & IBV_QP_AV) {
     mine.ah_attr = attr.ah_attr;

@@ -175,9 +175,9 @@ void CopyPieces(const Piece* to, uint32_t to_count, const Piece* from, uint32_t 
   }
 }
 
-void CountTransfer(Runtime* runtime, const SoftQp* qp, uint32_t peer_device, uint64_t bytes) {
-  AccountTransfer(TransferShape{bytes, qp->path_mtu_bytes}, runtime->counters(qp->device_index),
-                  runtime->counters(peer_device));
+void CountTransfer(Runtime* runtime, SoftQp* qp, const WorkRequest& wr, uint32_t peer_device) {
+  uint64_t key = MessageKey(TransferShape{ModeledShape(qp, wr), qp->path_mtu_bytes}, runtime->fabric()->link_layer);
+  AccountTransfer(key, qp->shape_cursors, runtime->counters(qp->device_index), runtime->counters(peer_device));
 }
 
 // Responder side of a message that consumes a RECV: take one, or report none.
@@ -303,7 +303,7 @@ Outcome ExecuteAtomic(Runtime* runtime, SoftQp* qp, const WorkRequest& wr, const
     __atomic_compare_exchange_n(word, &original, wr.swap, false, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST);
   }
   std::memcpy(local, &original, sizeof(original));
-  CountTransfer(runtime, qp, destination.device, sizeof(original));
+  CountTransfer(runtime, qp, wr, destination.device);
   return Done(sizeof(original));
 }
 
@@ -325,7 +325,7 @@ Outcome ExecuteRead(Runtime* runtime, SoftQp* qp, const WorkRequest& wr, const D
   }
   Piece source{remote, total};
   CopyPieces(targets, count, &source, 1);
-  CountTransfer(runtime, qp, destination.device, total);
+  CountTransfer(runtime, qp, wr, destination.device);
   return Done(total);
 }
 
@@ -379,13 +379,13 @@ Outcome Execute(SoftQp* qp, const WorkRequest& wr) {
       return reliable ? Stall(StallReason::kNoReceive) : Lose(runtime, qp, kDroppedNoRecv);
     }
     if (total != 0) CopyOrdered(remote, sources, source_count, total);
-    CountTransfer(runtime, qp, destination->device, total);
+    CountTransfer(runtime, qp, wr, destination->device);
     if (wr.opcode == IBV_WR_RDMA_WRITE) return Done(total);
     return ExecuteSend(runtime, qp, wr, *destination, sources, source_count, total);
   }
   Outcome outcome = ExecuteSend(runtime, qp, wr, *destination, sources, source_count, total);
   if (outcome.kind == Outcome::kComplete && outcome.status == IBV_WC_SUCCESS) {
-    CountTransfer(runtime, qp, destination->device, total);
+    CountTransfer(runtime, qp, wr, destination->device);
   }
   return outcome;
 }
@@ -460,10 +460,8 @@ int SubmitValidatedLocked(SoftQp* qp, const WorkRequest& wr) {
   return 0;
 }
 
-void CountDoorbellLocked(SoftQp* qp, uint32_t work_requests) {
-  CounterBlock& counters = Runtime::Get()->counters(qp->device_index);
-  Count(counters, kDoorbells);
-  Count(counters, kWorkRequests, work_requests);
+void CountPostLocked(SoftQp* qp, PostCost& post_cost) {
+  post_cost.CountInto(Runtime::Get()->counters(qp->device_index), qp->shape_cursors.single_wqe_post);
 }
 
 namespace {
@@ -499,10 +497,11 @@ int PostSendOp(ibv_qp* ibqp, ibv_send_wr* wr, ibv_send_wr** bad_wr) {
   if (qp->stall != StallReason::kNone && !ProgressQpLocked(qp)) Runtime::Get()->RemoveStalled(qp);
   int rc = 0;
   uint32_t posted = 0;
+  PostCost post_cost;
   for (; wr != nullptr; wr = wr->next, ++posted) {
     if (wr->opcode == IBV_WR_RDMA_WRITE && wr->num_sge == 1 && !ud &&
         TryFastWrite(qp, FastWrite{wr->wr_id, wr->send_flags, wr->sg_list[0], wr->wr.rdma.remote_addr,
-                                   wr->wr.rdma.rkey}) == FastResult::kDone) {
+                                   wr->wr.rdma.rkey}, post_cost) == FastResult::kDone) {
       continue;
     }
     WorkRequest w = FromSendWr(wr);
@@ -516,8 +515,9 @@ int PostSendOp(ibv_qp* ibqp, ibv_send_wr* wr, ibv_send_wr** bad_wr) {
       *bad_wr = wr;
       break;
     }
+    post_cost.Add(WqeBytes(ModeledShape(qp, w)));
   }
-  if (posted != 0) CountDoorbellLocked(qp, posted);
+  if (posted != 0) CountPostLocked(qp, post_cost);
   UnlockQp(qp);
   return rc;
 }

@@ -10,7 +10,7 @@
 #include "softnic/verbs/engine.h"
 
 namespace softnic {
-FastResult TryFastWrite(SoftQp* qp, const FastWrite& w) {
+FastResult TryFastWrite(SoftQp* qp, const FastWrite& w, PostCost& post) {
   Runtime* runtime = Runtime::Get();
   const FabricHeader& fabric = *runtime->fabric();
   Destination& peer = qp->connected;
@@ -56,9 +56,16 @@ FastResult TryFastWrite(SoftQp* qp, const FastWrite& w) {
   if (w.sge.length != 0) CopyOrderedSingle(remote, source, w.sge.length);
 
   uint32_t slot = ++qp->sq_posted;
-  AccountTransfer(TransferShape{w.sge.length, qp->path_mtu_bytes}, runtime->counters(qp->device_index),
-                  runtime->counters(peer.device));
-  if (qp->signal_all || (w.send_flags & IBV_SEND_SIGNALED)) {
+  bool signaled = qp->signal_all || (w.send_flags & IBV_SEND_SIGNALED);
+  uint64_t key = qp->write_key_base | w.sge.length | (inline_data ? shape_key::kInline : 0) |
+                 (signaled ? shape_key::kSignaled : 0);
+  AccountTransfer(key, qp->shape_cursors, runtime->counters(qp->device_index), runtime->counters(peer.device));
+  model::WrShape wqe;
+  wqe.op = model::Opcode::kWrite;
+  wqe.payload_B = w.sge.length;
+  wqe.inline_data = inline_data;
+  post.Add(WqeBytes(wqe));  // RC and UC WRITEs have the same WQE header
+  if (signaled) {
     Cqe cqe{};
     cqe.wr_id = w.wr_id;
     cqe.status = IBV_WC_SUCCESS;

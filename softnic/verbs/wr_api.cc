@@ -62,16 +62,18 @@ int WrComplete(ibv_qp_ex* ex) {
     Runtime::Get()->RemoveStalled(qp);
   }
   bool connected = qp->ex.qp_base.qp_type != IBV_QPT_UD;
+  PostCost post_cost;
   for (uint32_t i = 0; rc == 0 && i < batch.count; ++i) {
     const WorkRequest& wr = batch.wrs[i];
     if (connected && wr.opcode == IBV_WR_RDMA_WRITE && wr.num_sge == 1 &&
-        TryFastWrite(qp, FastWrite{wr.wr_id, wr.send_flags, wr.sg_list[0], wr.remote_addr, wr.rkey}) ==
+        TryFastWrite(qp, FastWrite{wr.wr_id, wr.send_flags, wr.sg_list[0], wr.remote_addr, wr.rkey}, post_cost) ==
             FastResult::kDone) {
       continue;
     }
     rc = SubmitValidatedLocked(qp, wr);
+    if (rc == 0) post_cost.Add(WqeBytes(ModeledShape(qp, wr)));
   }
-  if (rc == 0 && batch.count != 0) CountDoorbellLocked(qp, batch.count);
+  if (rc == 0 && batch.count != 0) CountPostLocked(qp, post_cost);
   batch.count = 0;
   UnlockQp(qp);
   return rc;

@@ -1,0 +1,118 @@
+#include "softnic/fabric/accounting.h"
+
+#include <atomic>
+
+namespace softnic {
+namespace {
+
+// How often a reader re-reads a block whose writer is folding a slot (it takes
+// nanoseconds) before it takes what it read: a writer that died mid-fold must not hang it.
+constexpr int kReadAttempts = 1000;
+
+TransferShape DecodeMessage(uint64_t key, LinkLayer* link_layer) {
+  using namespace shape_key;
+  TransferShape s{};
+  model::WrShape& w = s.wr;
+  w.payload_B = static_cast<uint32_t>(key);
+  s.path_mtu_bytes = 1u << ((key >> kMtuShift) & 0x1f);
+  w.op = static_cast<model::Opcode>((key >> kOpShift) & 7);
+  w.transport = static_cast<model::Transport>((key >> kTransportShift) & 3);
+  uint64_t flags = key >> kFlagsShift;
+  w.inline_data = flags & 1;
+  w.signaled = flags & 2;
+  w.header_only = flags & 4;
+  w.with_imm = flags & 8;
+  w.inline_recv = flags & 16;
+  w.sge = static_cast<uint32_t>((key >> kSgeShift) & 0x3f);
+  *link_layer = static_cast<LinkLayer>((key >> kLinkShift) & 3);
+  return s;
+}
+
+}  // namespace
+
+MessageCounts CountsOfShape(uint64_t key) {
+  MessageCounts counts{};
+  uint64_t* v = counts.value;
+  auto at = [v](Counter c) -> uint64_t& { return v[c - kFirstMessageCounter]; };
+  auto role = static_cast<ShapeRole>((key & shape_key::kRoleMask) >> shape_key::kRoleShift);
+  model::ModeledCounters modeled;
+  if (role == ShapeRole::kSingleWqePost) {
+    model::AccountPost(model::DeviceModel{}, 1, 0, static_cast<uint32_t>(key), modeled);
+    at(kDoorbells) = 1;
+    at(kWorkRequests) = 1;
+  } else {
+    LinkLayer link_layer;
+    TransferShape shape = DecodeMessage(key, &link_layer);
+    model::DeviceModel device = ModeledDevice(link_layer, shape.path_mtu_bytes);
+    uint64_t bytes = shape.wr.payload_B;
+    uint64_t packets = bytes <= shape.path_mtu_bytes ? 1 : (bytes + shape.path_mtu_bytes - 1) / shape.path_mtu_bytes;
+    model::ModeledCounters other_side;
+    bool requester = role == ShapeRole::kRequester;
+    if (requester) {
+      model::AccountRequesterWr(device, shape.wr, modeled);
+      model::AccountWire(device, shape.wr, modeled, other_side);
+    } else {
+      model::AccountResponderWr(device, shape.wr, modeled);
+      model::AccountWire(device, shape.wr, other_side, modeled);
+    }
+    at(requester ? kTxPackets : kRxPackets) = packets;
+    at(requester ? kTxBytes : kRxBytes) = bytes;
+  }
+  at(kPcieMmioBytes) = modeled.pcie_mmio_bytes;
+  at(kPcieDmaCplBytes) = modeled.pcie_dma_cpl_bytes;
+  at(kPcieD2hBytes) = modeled.pcie_d2h_bytes;
+  at(kPcieH2dTlps) = modeled.pcie_h2d_tlps;
+  at(kPcieD2hTlps) = modeled.pcie_d2h_tlps;
+  at(kPcieDmaReads) = modeled.pcie_dma_reads;
+  at(kWireTxBytes) = modeled.wire_tx_bytes;
+  at(kWireTxPackets) = modeled.wire_tx_packets;
+  at(kWireRxBytes) = modeled.wire_rx_bytes;
+  at(kWireRxPackets) = modeled.wire_rx_packets;
+  return counts;
+}
+
+ShapeCount* FindShapeSlot(CounterBlock& block, uint64_t key) {
+  ShapeCount* free_slot = nullptr;
+  for (ShapeCount& slot : block.shapes) {
+    uint64_t held = __atomic_load_n(&slot.key, __ATOMIC_RELAXED);
+    if (held == key) return &slot;
+    if (held == 0 && free_slot == nullptr) free_slot = &slot;
+  }
+  if (free_slot != nullptr) {  // count is 0 in a free slot; readers may take the key from now on
+    __atomic_store_n(&free_slot->key, key, __ATOMIC_RELEASE);
+    return free_slot;
+  }
+  // Every slot is taken: fold one into value[] (round robin) and give it to `key`. Readers
+  // see `evictions` odd meanwhile and read again.
+  ShapeCount& victim = block.shapes[block.next_victim++ % kShapeSlots];
+  __atomic_store_n(&block.evictions, block.evictions + 1, __ATOMIC_RELAXED);
+  std::atomic_thread_fence(std::memory_order_seq_cst);
+  CountRun(block, kFirstMessageCounter, CountsOfShape(victim.key).value, victim.count);
+  __atomic_store_n(&victim.count, 0, __ATOMIC_RELAXED);
+  __atomic_store_n(&victim.key, key, __ATOMIC_RELAXED);
+  __atomic_store_n(&block.evictions, block.evictions + 1, __ATOMIC_RELEASE);
+  return &victim;
+}
+
+void SumCounterBlock(const CounterBlock& block, uint64_t out[kCounterCount]) {
+  uint64_t sum[kCounterCount];
+  for (int attempt = 0; attempt < kReadAttempts; ++attempt) {
+    uint32_t before = __atomic_load_n(&block.evictions, __ATOMIC_ACQUIRE);
+    if ((before & 1) != 0 && attempt + 1 < kReadAttempts) continue;
+    for (uint32_t c = 0; c < kCounterCount; ++c) sum[c] = __atomic_load_n(&block.value[c], __ATOMIC_RELAXED);
+    for (const ShapeCount& slot : block.shapes) {
+      uint64_t key = __atomic_load_n(&slot.key, __ATOMIC_ACQUIRE);
+      uint64_t count = __atomic_load_n(&slot.count, __ATOMIC_RELAXED);
+      if (key == 0 || count == 0) continue;
+      MessageCounts counts = CountsOfShape(key);
+      for (uint32_t c = kFirstMessageCounter; c <= kLastShapeCounter; ++c) {
+        sum[c] += counts.value[c - kFirstMessageCounter] * count;
+      }
+    }
+    std::atomic_thread_fence(std::memory_order_acquire);
+    if (__atomic_load_n(&block.evictions, __ATOMIC_RELAXED) == before) break;
+  }
+  for (uint32_t c = 0; c < kCounterCount; ++c) out[c] += sum[c];
+}
+
+}  // namespace softnic
