@@ -44,8 +44,9 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--no-report", action="store_true", help="do not draw figures and the report after the run")
     p.add_argument("--bin-dir", default=str(kRoot / "build" / "bin"), help="where the binaries are (default build/bin)")
     p.add_argument("--model-bin", help="rdmalab-model executable (default BIN_DIR/rdmalab-model)")
-    p.add_argument("--profile", default="cx3",
-                   help="model backend: NIC profile (default cx3; a point's 'profile' parameter wins)")
+    p.add_argument("--profile",
+                   help="model backend: NIC profile (default: the experiment's model_params.profile, else cx3; "
+                        "a point's 'profile' parameter wins)")
     p.add_argument("--experiments-dir", default=str(kRoot / "experiments"), help="where ids and suites are looked up")
     return p
 
@@ -114,6 +115,10 @@ def main(argv: Optional[list[str]] = None) -> int:
         bin_dir = pathlib.Path(args.bin_dir).resolve()
         model_bin = pathlib.Path(args.model_bin).resolve() if args.model_bin else None
         loaded = load_all(targets, backend, bin_dir, model_bin)
+        if loaded.skipped:
+            console.print(f"skipped on backend {backend} (not among their backends): "
+                          + ", ".join(f"{e.id} ({', '.join(e.backends)})" for e in loaded.skipped),
+                          markup=False, highlight=False)
         inv = inventory_mod.load(args.cluster)
         if any(h.launcher == "netns" for h in inv.hosts) or (inv.builtin and inv.name == "netns"):
             if os.geteuid() != 0:
@@ -121,7 +126,7 @@ def main(argv: Optional[list[str]] = None) -> int:
         store = Store(args.out)
         opts = Options(backend=backend, resume=args.resume or (default_run and not args.force), force=args.force,
                        fail_fast=args.fail_fast, dry_run=args.dry_run)
-        plans = plan(loaded, store, opts)
+        plans = plan(loaded.experiments, store, opts)
     except ConfigError as exc:
         for m in exc.messages:
             console.print(m, markup=False, highlight=False)

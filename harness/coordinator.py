@@ -20,7 +20,7 @@ from . import experiment as experiment_mod
 from .experiment import Experiment
 from .inventory import Inventory
 from .runner import PointRunner, RunConfig, hosts_needed, place
-from .store import Store, StoreError
+from .store import Store, StoreError, kFinalStatuses, kNotModeled
 from .suites import Target
 from .sweep import Point, expand
 from .yamlloc import ConfigError
@@ -49,10 +49,19 @@ def new_run_id() -> str:
     return datetime.datetime.now(datetime.timezone.utc).strftime("%Y%m%d-%H%M%S-") + secrets.token_hex(3)
 
 
-def load_all(targets: list[Target], backend: str, bin_dir: pathlib.Path, model_bin: Optional[pathlib.Path]) -> list[tuple[Experiment, Target]]:
-    """Validates every file before anything runs; all errors of all files are reported together."""
+@dataclasses.dataclass
+class Loaded:
+    experiments: list[tuple[Experiment, Target]]
+    skipped: list[Experiment]   # named by a suite but not supported on the backend
+
+
+def load_all(targets: list[Target], backend: str, bin_dir: pathlib.Path, model_bin: Optional[pathlib.Path]) -> Loaded:
+    """Validates every file before anything runs; all errors of all files are reported together.
+    A suite runs the experiments that support the backend and skips the others (they are
+    listed); an experiment asked for by name on a backend it does not support is an error."""
     errors: list[str] = []
     loaded = []
+    skipped = []
     seen = set()
     for t in targets:
         try:
@@ -64,8 +73,11 @@ def load_all(targets: list[Target], backend: str, bin_dir: pathlib.Path, model_b
             continue
         seen.add(exp.id)
         if backend not in exp.backends:
-            errors.append(f"{exp.path}:{exp.node.line_of('backends')}: experiment: backend {backend} is not among "
-                          f"its backends ({', '.join(exp.backends)})")
+            if t.suite is not None:
+                skipped.append(exp)
+                continue
+            errors.append(f"{exp.path}:{exp.node.line_of('backends')}: experiment {exp.id} does not run on backend "
+                          f"{backend}; its backends: {', '.join(exp.backends)}")
         if backend in ("softnic", "verbs") and not pathlib.Path(exp.binary).is_absolute():
             if not (bin_dir / exp.binary).is_file():
                 errors.append(f"{exp.path}:{exp.binary_line()}: experiment: binary {exp.binary} not found in {bin_dir} "
@@ -82,7 +94,7 @@ def load_all(targets: list[Target], backend: str, bin_dir: pathlib.Path, model_b
         errors.append(f"softnic backend: {bin_dir / 'softnic'} does not exist; build it (cmake --build build)")
     if errors:
         raise ConfigError(errors)
-    return loaded
+    return Loaded(loaded, skipped)
 
 
 def plan(loaded: list[tuple[Experiment, Target]], store: Store, opts: Options) -> list[Planned]:
@@ -100,13 +112,14 @@ def plan(loaded: list[tuple[Experiment, Target]], store: Store, opts: Options) -
         if opts.force:
             todo = list(points)
         elif opts.resume:
-            todo = [p for p in points if stored.get(p.id) != "ok"]
+            todo = [p for p in points if stored.get(p.id) not in kFinalStatuses]
         else:
             todo = list(points)
             if stored:
-                ok = sum(1 for s in stored.values() if s == "ok")
+                done = sum(1 for s in stored.values() if s in kFinalStatuses)
                 conflicts.append(f"{exp.id}: {len(stored)} of {len(points)} points already stored in "
-                                 f"{store.experiment_dir(opts.backend, exp.id)} ({ok} ok, {len(stored) - ok} failed)")
+                                 f"{store.experiment_dir(opts.backend, exp.id)} ({done} ok or not modeled, "
+                                 f"{len(stored) - done} failed)")
         plans.append(Planned(exp, points, todo, stored))
     if conflicts and not opts.dry_run:
         raise ConfigError(conflicts + ["pass --resume to run only the missing (and failed) points, or --force to "
@@ -134,7 +147,7 @@ class Coordinator:
                 example = " ".join(runner.role_argv(pl.exp, pl.todo[0], first, "HOST:PORT", None))
             elif pl.todo:
                 example = f"rdmalab-model predict --json < {json.dumps({'experiment': pl.exp.id, 'params': pl.todo[0].params})}"
-            ok = sum(1 for s in pl.stored.values() if s == "ok")
+            ok = sum(1 for s in pl.stored.values() if s in kFinalStatuses)
             table.add_row(pl.exp.id, str(len(pl.points)), str(len(pl.todo)), str(ok), str(len(pl.stored) - ok))
             if example:
                 examples.append(f"{pl.exp.id}: {example}")
@@ -155,7 +168,8 @@ class Coordinator:
             with Progress(*columns, console=self.console, transient=False) as progress:
                 task = progress.add_task("points", total=total, last="")
                 for pl in plans:
-                    s = self.summary.setdefault(pl.exp.id, {"ok": 0, "failed": 0, "skipped": len(pl.points) - len(pl.todo),
+                    s = self.summary.setdefault(pl.exp.id, {"ok": 0, "not_modeled": 0, "failed": 0,
+                                                            "skipped": len(pl.points) - len(pl.todo),
                                                             "seconds": 0.0, "errors": []})
                     for point in pl.todo:
                         label = point.label()
@@ -171,6 +185,9 @@ class Coordinator:
                             s["ok"] += 1
                             h = record.get("headline") or {}
                             last = f"{h['metric']}={h['value']:.4g}" if h.get("value") is not None else "ok"
+                        elif record["status"] == kNotModeled:
+                            s["not_modeled"] += 1
+                            last = "not modeled"
                         else:
                             failed_any = True
                             s["failed"] += 1
@@ -178,7 +195,7 @@ class Coordinator:
                             last = "[red]failed[/red]"
                             progress.console.print(f"[red]FAILED[/red] {pl.exp.id} [{point.label()}]: {record['error']}")
                         progress.update(task, advance=1, last=f"last: {last}")
-                        if record["status"] != "ok" and self.opts.fail_fast:
+                        if record["status"] not in kFinalStatuses and self.opts.fail_fast:
                             self.console.print("[red]--fail-fast: stopping after the first failed point[/red]")
                             return 1
         except KeyboardInterrupt:
@@ -200,11 +217,11 @@ class Coordinator:
             self.store.export_csv(self.opts.backend, pl.exp.id)
         self.store.write_index()
         table = Table(title=f"summary (backend {self.opts.backend}, results in {self.store.root})")
-        for col in ("experiment", "ok", "failed", "skipped (stored)", "time"):
+        for col in ("experiment", "ok", "not modeled", "failed", "skipped (stored)", "time"):
             table.add_column(col)
         for exp_id, s in self.summary.items():
-            table.add_row(exp_id, str(s["ok"]), f"[red]{s['failed']}[/red]" if s["failed"] else "0", str(s["skipped"]),
-                          f"{s['seconds']:.1f} s")
+            table.add_row(exp_id, str(s["ok"]), str(s["not_modeled"]), f"[red]{s['failed']}[/red]" if s["failed"] else "0",
+                          str(s["skipped"]), f"{s['seconds']:.1f} s")
         self.console.print(table)
         for exp_id, s in self.summary.items():
             for e in s["errors"][:5]:

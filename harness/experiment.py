@@ -18,6 +18,9 @@ from .yamlloc import ConfigError, LocDict
 kSchemaVersion = 1
 kBackends = ("softnic", "verbs", "model")
 kBenchModes = ("lat", "tput", "echo", "atomics", "sgbatch", "sequencer")
+# rdmalab-model's modes: an experiment that runs on the model backend only may use these
+# (key-value systems and guide16's PCIe formula tables have no rdmalab-bench mode).
+kModelModes = kBenchModes + ("kv", "pcie")
 kPapers = ("herd14", "guide16", "nosql", "roce", "none")
 kLinks = ("ib", "roce")
 kPlotKinds = ("line", "bar", "table")
@@ -25,8 +28,8 @@ kAggregates = ("sum", "mean", "max", "min")
 # Metrics of a results row of rdmalab-bench/1 (contract 1) and of the model's rows (contract 3).
 kMetrics = ("mops", "gbps", "lat_us_mean", "lat_us_stdev", "lat_us_min", "lat_us_p50", "lat_us_p90",
             "lat_us_p99", "lat_us_p999", "lat_us_p9999", "lat_us_max", "uniformity_ratio", "ops",
-            "duration_s", "size_bytes", "pcie_bytes_per_op", "wire_bytes_per_op")
-kIdPattern = re.compile(r"^[a-z0-9][a-z0-9._-]*$")
+            "duration_s", "size_bytes", "pcie_bytes_per_op", "wire_bytes_per_op", "pcie_h2d_bytes", "wqe_bytes")
+kIdPattern = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")  # spec ids such as guide16-appendixA
 kRoleCountRef = re.compile(r"^\$([a-z][a-z0-9_]*)$")
 
 # key -> (type text, required, meaning). Nested tables have their own dicts.
@@ -38,12 +41,15 @@ KEYS = {
     "paper": ("mapping", False, "paper reference: id (herd14|guide16|nosql|roce|none), figure, notes"),
     "binary": ("string", False, "program run by every role; default rdmalab-bench (looked up in the host's bin_dir); "
                                 "a path with / is relative to the experiment file"),
-    "mode": ("string", False, f"rdmalab-bench mode (first argument): {'|'.join(kBenchModes)}; required for rdmalab-bench"),
+    "mode": ("string", False, f"rdmalab-bench mode (first argument): {'|'.join(kBenchModes)}; required for rdmalab-bench; "
+                              f"an experiment whose backends are only model takes an rdmalab-model mode: {'|'.join(kModelModes)}"),
     "roles": ("mapping", True, "role name -> {count, placement, params}"),
     "params": ("mapping", False, "fixed parameters, passed to every role as --name=value (true: --name; false: omitted)"),
     "sweep": ("mapping or list", False, "{grid: {param: [values]}, zip: {param: [values]}}, or a list of such blocks "
                                        "(their union); grid is a cross product, zip pairs values by position"),
     "labels": ("list", False, "parameters that only label points (plot axes, tables); not passed to the binary"),
+    "model_params": ("mapping", False, "parameters sent only to the model backend, over the point's (e.g. profile, "
+                                       "simulate: true for latency under load); not part of the point id"),
     "repeats": ("integer", False, "runs of every point (default 1); plots draw error bars over them"),
     "timeout_s": ("number", False, "deadline of one point, all roles (default 60); passed as --timeout"),
     "backends": ("list", False, f"backends the experiment supports (default all: {', '.join(kBackends)})"),
@@ -112,6 +118,7 @@ class Experiment:
     plot: dict[str, Any]
     reference: list[dict[str, Any]]
     labels: list[str] = dataclasses.field(default_factory=list)
+    model_params: dict[str, Any] = dataclasses.field(default_factory=dict)
     node: LocDict = dataclasses.field(repr=False, default=None)  # type: ignore[assignment]
 
     def parameter_names(self) -> set[str]:
@@ -195,16 +202,22 @@ def parse(path: str | pathlib.Path) -> Experiment:
     exp_id = data.get("id", "")
     if isinstance(exp_id, str) and "id" in data:
         if not kIdPattern.match(exp_id):
-            ck.error(data.line_of("id"), "experiment", f"id {exp_id!r} must match [a-z0-9][a-z0-9._-]*")
+            ck.error(data.line_of("id"), "experiment", f"id {exp_id!r} must match [A-Za-z0-9][A-Za-z0-9._-]*")
         elif exp_id != path.stem:
             ck.error(data.line_of("id"), "experiment", f"id {exp_id!r} differs from the file name {path.stem!r}")
     binary = data.get("binary", "rdmalab-bench")
     mode = data.get("mode")
+    model_only = data.get("backends") == ["model"]
+    modes = kModelModes if model_only else kBenchModes
     if isinstance(binary, str) and pathlib.Path(binary).name == "rdmalab-bench":
         if mode is None:
-            ck.error(data.line, "experiment", f"mode is required for rdmalab-bench; valid: {', '.join(kBenchModes)}")
+            ck.error(data.line, "experiment", f"mode is required for rdmalab-bench; valid: {', '.join(modes)}")
+        elif isinstance(mode, str) and mode in kModelModes and mode not in modes:
+            ck.error(data.line_of("mode"), "experiment", f"mode {mode!r} is an rdmalab-model mode with no rdmalab-bench "
+                     f"counterpart; such an experiment runs on the model only (backends: [model]); "
+                     f"rdmalab-bench modes: {', '.join(kBenchModes)}")
         elif isinstance(mode, str):
-            ck.choice(data, "mode", "experiment", kBenchModes)
+            ck.choice(data, "mode", "experiment", modes)
     if isinstance(binary, str) and "/" in binary:
         resolved = (path.parent / binary).resolve()
         if not resolved.is_file():
@@ -222,6 +235,9 @@ def parse(path: str | pathlib.Path) -> Experiment:
     params = {}
     if (pnode := ck.mapping(data, "params", "experiment")) is not None:
         params = _check_scalar_map(ck, pnode, "params")
+    model_params = {}
+    if (pnode := ck.mapping(data, "model_params", "experiment")) is not None:
+        model_params = _check_scalar_map(ck, pnode, "model_params")
 
     sweep: list[dict[str, dict[str, list[Any]]]] = []
     raw_sweep = data.get("sweep")
@@ -248,7 +264,7 @@ def parse(path: str | pathlib.Path) -> Experiment:
                       title=data["title"], description=data.get("description", ""), paper=paper,
                       binary=binary, mode=mode, roles=roles, params=params, sweep=sweep, repeats=repeats,
                       timeout_s=float(timeout_s), backends=backends, link=link, plot=plot,
-                      reference=reference, labels=labels, node=data)
+                      reference=reference, labels=labels, model_params=model_params, node=data)
 
 
 def _check_run_keys(ck: Checker, data: LocDict, known: set[str]) -> tuple[int, float, list[str], str, list[str]]:

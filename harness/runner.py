@@ -24,7 +24,7 @@ from .launch_local import LaunchError, LocalLauncher, NetnsLauncher, Proc
 from .launch_remote import SlurmLauncher, SshLauncher, unreachable_reason
 from .metrics import point_value
 from .rendezvous import RendezvousError, RendezvousServer
-from .store import Store, kResultSchema, utc_now
+from .store import Store, kNotModeled, kResultSchema, utc_now
 from .sweep import Point
 from .yamlloc import ConfigError
 
@@ -34,6 +34,7 @@ kPollS = 0.02
 kExitSettleS = 0.3           # after a rendezvous failure, time for the failed role's exit code to land
 kTailBytes = 4000
 kModelTimeoutS = 60.0
+kDefaultModelProfile = "cx3"   # when neither the point, --profile nor the experiment's model_params name one
 kMaxSchemaWarnings = 10
 kTokenEnv = "RDMALAB_RENDEZVOUS_TOKEN"
 kSoftnicAuxTimeoutS = 30
@@ -48,7 +49,7 @@ class RunConfig:
     run_id: str
     model_bin: Optional[pathlib.Path] = None
     bench_schema: Optional[dict] = None
-    profile: str = "cx3"                # the model's NIC profile unless a point's `profile` parameter says otherwise
+    profile: Optional[str] = None       # --profile: the model's NIC profile unless a point's `profile` parameter says otherwise
 
     @property
     def softnic_bin(self) -> pathlib.Path:
@@ -344,6 +345,8 @@ class PointRunner:
         if doc.get("backend") != "model":
             return doc, "document lacks \"backend\": \"model\" (contract 3)"
         rows = doc.get("results")
+        if isinstance(doc.get("not_modeled"), str) and rows == []:
+            return doc, None  # a point outside the model's scope, with the reason
         if not isinstance(rows, list) or not rows or not all(isinstance(r, dict) for r in rows):
             return doc, "document has no results rows"
         return doc, None
@@ -360,8 +363,14 @@ class PointRunner:
         started, t0 = utc_now(), time.monotonic()
         record = self._record(exp, point, started)
         model = self.cfg.model_bin or self.cfg.bin_dir / "rdmalab-model"
-        request = {"experiment": exp.id, "profile": point.params.get("profile", self.cfg.profile), "mode": exp.mode,
-                   "roles": point.roles, "params": point.params}
+        # The NIC profile: a swept `profile` parameter, else --profile, else the experiment's
+        # model_params (the paper's hardware), else the default.
+        profile = (point.params.get("profile") or self.cfg.profile or exp.model_params.get("profile")
+                   or kDefaultModelProfile)
+        params = {**point.params, **{k: v for k, v in exp.model_params.items() if k != "profile"}}
+        if exp.link != "ib":  # the model's default; a RoCE experiment predicts RoCE wire costs
+            params.setdefault("link", exp.link)
+        request = {"experiment": exp.id, "profile": profile, "mode": exp.mode, "roles": point.roles, "params": params}
         entry: dict[str, Any] = {"role": "model", "index": 0, "peers": 0, "host": "model",
                                  "argv": [str(model), "predict", "--json"], "exit_code": None, "document": None,
                                  "stdout_tail": "", "stderr_tail": "", "request": request}
@@ -383,6 +392,8 @@ class PointRunner:
                     if failure:
                         failure = f"model: {failure}"
                         entry["stdout_tail"] = r.stdout[-kTailBytes:]
+                    elif isinstance(entry["document"].get("not_modeled"), str):
+                        record["not_modeled"] = entry["document"]["not_modeled"]
                     elif problems := self.schema_problems(entry["document"]):
                         # A prediction has no host, kernel or CPU time; the rest of the bench schema
                         # is reported, not enforced, so that figures can be drawn meanwhile.
@@ -404,7 +415,7 @@ class PointRunner:
 
     def _finish(self, record: dict[str, Any], exp: Experiment, hosts: list[Host], failure: Optional[str],
                 t0: float) -> dict[str, Any]:
-        record["status"] = "failed" if failure else "ok"
+        record["status"] = "failed" if failure else kNotModeled if record.get("not_modeled") else "ok"
         record["error"] = failure
         prov = record["provenance"]
         prov["ended"] = utc_now()
@@ -414,7 +425,7 @@ class PointRunner:
         prov["command_lines"] = [shlex.join(r["argv"]) for r in record["roles"]]
         prov.update(provenance.from_documents(record["roles"], exp.binary, self.cfg.bin_dir))
         y = exp.plot.get("y")
-        if y and not failure:
+        if y and record["status"] == "ok":
             record["headline"] = {"metric": y, "value": point_value(record, y, exp.plot.get("role"),
                                                                       exp.plot.get("aggregate"))}
         return record

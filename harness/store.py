@@ -23,6 +23,10 @@ from typing import Any, Iterator, Optional
 kResultSchema = "rdmalab-result/1"
 kIndexSchema = "rdmalab-index/1"
 kCsvParamsPrefix = "param."
+# A point's status: ok, failed, or not_modeled (the model backend answered that the point is
+# outside its scope, with the reason in the point's "not_modeled"); ok and not_modeled are final.
+kNotModeled = "not_modeled"
+kFinalStatuses = ("ok", kNotModeled)
 
 
 class StoreError(RuntimeError):
@@ -110,6 +114,7 @@ class Store:
             entries.append({"backend": rec["backend"], "experiment": rec["experiment"]["id"],
                             "point": rec["point"]["id"], "params": rec["point"]["params"],
                             "repeat": rec["point"]["repeat"], "status": rec["status"],
+                            "not_modeled": rec.get("not_modeled"),
                             "headline": rec.get("headline"), "file": os.path.relpath(rec["_path"], self.root)})
         path = self.root / "index.json"
         atomic_write(path, json.dumps({"schema_version": kIndexSchema, "written": utc_now(), "points": entries},
@@ -127,7 +132,8 @@ class Store:
             for k in rec["point"]["params"]:
                 if k not in param_names:
                     param_names.append(k)
-            base = {"point": rec["point"]["id"], "repeat": rec["point"]["repeat"], "status": rec["status"]}
+            base = {"point": rec["point"]["id"], "repeat": rec["point"]["repeat"], "status": rec["status"],
+                    "not_modeled": rec.get("not_modeled", "")}
             base.update({kCsvParamsPrefix + k: v for k, v in rec["point"]["params"].items()})
             docs = [(r["role"], r["index"], r.get("document")) for r in rec.get("roles", [])]
             if rec.get("model_document") is not None:
@@ -144,7 +150,7 @@ class Store:
             if not wrote:
                 rows.append({**base, "role": "", "index": ""})
         path = self.experiment_dir(backend, experiment) / "results.csv"
-        fields = ["point", "repeat", "status", *[kCsvParamsPrefix + k for k in param_names], "role", "index", *metric_names]
+        fields = ["point", "repeat", "status", "not_modeled", *[kCsvParamsPrefix + k for k in param_names], "role", "index", *metric_names]
         tmp = path.with_name(".results.csv.tmp")
         with open(tmp, "w", newline="") as f:
             w = csv.DictWriter(f, fieldnames=fields, extrasaction="ignore")

@@ -202,9 +202,10 @@ double VerbLatencyUs(const WrShape& wr, const Profile& prof, const WireParams& w
 
 const WireParams& WireFor(const Point& pt, const Profile& prof) {
   if (pt.link == "roce") {
-    if (!prof.roce)
-      throw ModelError("params.link = roce, but profile '" + prof.name + "' has no roce block (valid: ib)");
-    return *prof.roce;
+    if (prof.roce) return *prof.roce;
+    if (prof.link.kind != LinkKind::kIb) return prof.link;  // a RoCE-only profile (cx3-roce)
+    throw ModelError("params.link = roce, but profile '" + prof.name + "' has neither a roce block nor a RoCE link "
+                     "(valid: ib)");
   }
   return prof.link;
 }

@@ -61,12 +61,7 @@ ExperimentTable RunExperiment(const std::string& id, const std::string& profile,
       for (bool batch : {false, true})
         add(std::string("herd ") + (batch ? "batched" : "baseline") + " cores=" + std::to_string(cores), p,
             Kv("herd", 0.05, 32, "ib", {{"threads", cores}, {"batching", batch}}));
-    // The bound of a READ-based store: half the peak inbound READ rate (two READs per GET).
-    Point read = PointFromJson(json{{"mode", "tput"}, {"params", {{"verb", "read"}, {"size", 32}, {"direction", "inbound"}}}}, true);
-    Prediction half = Predict(read, prof(p));
-    half.mops /= 2;
-    half.gbps /= 2;
-    t.rows.push_back({"READ-based store bound (half of peak inbound READ)", p, read, half});
+    add("READ-based store bound (half of peak inbound READ)", p, Kv("read_based", 0, 32, "ib"));
   } else if (id == "guide16-fig10-drtm") {
     t.title = "guide16 Fig. 10: emulated DrTM-KV throughput vs PUT fraction (GET = 1 READ, PUT = 2 atomics), Mops";
     std::vector<std::string> profs = profile.empty() ? std::vector<std::string>{"cx3", "cib"} : std::vector<std::string>{profile};

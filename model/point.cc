@@ -145,7 +145,11 @@ Point PointFromJson(const json& doc, bool strict) {
     else if (k == "connection") conn = Str(v, k);
     else if (k == "size" || k == "payload") p.size_B = Int(v, k, 0, 1 << 30);
     else if (k == "direction") p.direction = OneOf(k, Str(v, k), {"inbound", "outbound", "alltoall"});
-    else if (k == "post_list" || k == "batch") p.post_list = static_cast<uint32_t>(Int(v, k, 1, 4096));
+    else if (k == "post_list") p.post_list = static_cast<uint32_t>(Int(v, k, 1, 4096));
+    else if (k == "batch") {
+      p.post_list = static_cast<uint32_t>(Int(v, k, 1, 4096));
+      p.batch_given = true;
+    }
     else if (k == "cq_mod" || k == "signal_every") p.cq_mod = static_cast<uint32_t>(Int(v, k, 1, 1 << 20));
     else if (k == "qp" || k == "qps") p.qp = static_cast<uint32_t>(Int(v, k, 1, 1 << 24));
     else if (k == "threads" || k == "cores" || k == "workers") p.threads = static_cast<uint32_t>(Int(v, k, 1, 4096));
@@ -194,6 +198,20 @@ Point PointFromJson(const json& doc, bool strict) {
     else if (k == "queues") p.queues = static_cast<uint32_t>(Int(v, k, 1, 64));
     else if (k == "accesses") p.accesses = static_cast<uint32_t>(Int(v, k, 0, 1024));
     else if (k == "prefetch") p.prefetch = Bool(v, k);
+    else if (k == "distribution") p.distribution = OneOf(k, Str(v, k), {"uniform", "zipf"});
+    else if (k == "zipf_theta") p.zipf_theta = Num(v, k, 0, 0.9999);
+    else if (k == "keys") p.keys = static_cast<uint64_t>(Int(v, k, 1, int64_t(1) << 40));
+    else if (k == "core") p.core = static_cast<int32_t>(Int(v, k, 0, 4095));
+    else if (k == "formula") p.formula = OneOf(k, Str(v, k), {"transfer", "wqe_header", "wqe_batch"});
+    else if (k == "method") p.method = OneOf(k, Str(v, k), {"dma", "mmio", "doorbell"});
+    else if (k == "wqe_type") p.wqe_type = OneOf(k, Str(v, k), {"rc_uc", "ud", "recv"});
+    else if (k == "wqes") p.wqes = static_cast<uint32_t>(Int(v, k, 1, 1 << 16));
+    else if (k == "wqe_size") p.wqe_B = static_cast<uint32_t>(Int(v, k, 1, 1 << 16));
+    else if (k == "stack") p.stack = OneOf(k, Str(v, k), {"rdma", "udp", "tcp"});
+    else if (k == "placement") p.placement = OneOf(k, Str(v, k), {"clustered", "unclustered"});
+    else if (k == "numa") p.numa = OneOf(k, Str(v, k), {"near", "far"});
+    else if (k == "page_offset") p.page_offset_B = static_cast<uint32_t>(Int(v, k, 0, 4095));
+    else if (k == "buffers") p.buffers = static_cast<uint32_t>(Int(v, k, 1, 1 << 20));
     else if (k == "simulate") p.simulate = Bool(v, k);
     else if (k == "window_bound") p.window_bound = Bool(v, k);
     else if (k == "sim_exponential") p.sim_exponential = Bool(v, k);
@@ -203,7 +221,9 @@ Point PointFromJson(const json& doc, bool strict) {
       throw ModelError("unknown parameter '" + k + "' (valid: verb, connection, size, direction, post_list, cq_mod, "
                        "qp, threads, tx_depth, clients, inline_size, sge, header_only, inline_recv, counters, link, "
                        "request, response, optimizations, design, system, put_fraction, get_fraction, key_size, "
-                       "value_size, window, batching, multi_queue, queues, accesses, prefetch, window_bound, simulate, sim_ops, sim_exponential)");
+                       "value_size, window, batching, multi_queue, queues, accesses, prefetch, distribution, zipf_theta, keys, "
+                       "core, formula, method, wqe_type, wqes, wqe_size, stack, placement, numa, page_offset, buffers, "
+                       "window_bound, simulate, sim_ops, sim_exponential)");
     else p.ignored.push_back(k);
   }
   p.verb = ParseVerb("verb", verb, conn);
@@ -241,6 +261,13 @@ Point PointFromJson(const json& doc, bool strict) {
     for (VerbSpec* v : {&p.request, &p.response})
       if (v->op != Opcode::kSend && v->op != Opcode::kWrite)
         throw ModelError("params.request/response: echo verbs are write or send (got " + VerbName(*v) + ")");
+  }
+  if (p.mode == "pcie") {
+    std::vector<std::string> methods = p.formula == "transfer" ? std::vector<std::string>{"dma", "mmio"}
+                                                               : std::vector<std::string>{"mmio", "doorbell"};
+    if (p.formula != "wqe_header" && std::find(methods.begin(), methods.end(), p.method) == methods.end())
+      throw ModelError("params.method = '" + p.method + "' is not valid for formula " + p.formula + " (valid: " +
+                       Join(methods) + ")");
   }
   return p;
 }

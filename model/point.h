@@ -5,12 +5,19 @@
 #include <nlohmann/json.hpp>
 
 #include <cstdint>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
 #include "model/cost.h"
 
 namespace rdmalab::model {
+
+// Thrown by Predict for a point that asks for what the model does not represent (kernel
+// sockets, NUMA, translation caches, ...): reported as "not modeled: <reason>", never guessed.
+struct NotModeled : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
 
 // A verb as the benchmarks name it: verb + connection (+ inline/header-only).
 struct VerbSpec {
@@ -23,11 +30,12 @@ struct VerbSpec {
 
 struct Point {
   std::string experiment;
-  std::string mode = "tput";  // lat | tput | echo | atomics | sgbatch | sequencer | kv
+  std::string mode = "tput";  // lat | tput | echo | atomics | sgbatch | sequencer | kv | pcie
   VerbSpec verb;
   int64_t size_B = 32;
   std::string direction = "inbound";  // inbound | outbound | alltoall
   uint32_t post_list = 1;             // doorbell batch size B (1 = WQE-by-MMIO)
+  bool batch_given = false;           // sequencer: --batch was set (else the sweep decides)
   uint32_t cq_mod = 1;                // signal one WR in cq_mod
   uint32_t qp = 0;                    // QPs at the measured NIC (0 = enough to engage every PU)
   uint32_t threads = 0;               // cores used at the measured host (0 = all)
@@ -50,6 +58,22 @@ struct Point {
   uint32_t queues = 1;  // UD response QPs per worker (multi-queue)
   uint32_t accesses = 0;  // echo: random memory accesses per request (herd14 Fig. 7)
   bool prefetch = true;
+  // key popularity (workload.h): uniform or Zipf over `keys` keys, hashed to the workers
+  std::string distribution = "uniform";
+  double zipf_theta = 0.99;
+  uint64_t keys = 8 << 20;
+  int32_t core = -1;  // kv: the throughput of this worker alone (herd14 Fig. 14); -1 = all
+  // pcie mode: the formula tables of guide16 (Fig. 2b, Table 1, Appendix A)
+  std::string formula = "transfer";  // transfer | wqe_header | wqe_batch
+  std::string method = "dma";        // transfer: dma | mmio; wqe_batch: mmio | doorbell
+  std::string wqe_type = "rc_uc";    // wqe_header: rc_uc | ud | recv
+  uint32_t wqes = 10, wqe_B = 65;    // wqe_batch: N WQEs of D bytes
+  // Conditions the model does not represent; a point that asks for one is "not modeled".
+  std::string stack = "rdma";          // rdma | udp | tcp (kernel sockets)
+  std::string placement = "clustered"; // clustered | unclustered values (NIC translation locality)
+  std::string numa = "near";           // near | far (memory on the NIC's socket or the other)
+  uint32_t page_offset_B = 0;          // buffer offset within a page
+  uint32_t buffers = 1;                // distinct memory blocks reused round robin
   // Little's law (clients x tx_depth or window outstanding over the unloaded latency) bounds
   // the rate; false = assume enough clients (papers' scale) whatever the roles say.
   bool window_bound = true;
@@ -60,10 +84,14 @@ struct Point {
   std::vector<std::string> ignored;  // params the model does not use (kept for the record)
 };
 
-inline const std::vector<std::string> kModes = {"lat", "tput", "echo", "atomics", "sgbatch", "sequencer", "kv"};
+inline const std::vector<std::string> kModes = {"lat", "tput", "echo", "atomics", "sgbatch", "sequencer", "kv",
+                                                "pcie"};
 inline const std::vector<std::string> kDesigns = {"herd_rpc", "herd_rpc_batch", "herd_rpc_batch_mq", "spec_s0",
                                                   "atomics"};
-inline const std::vector<std::string> kSystems = {"herd", "pilaf", "farm", "farm_var", "drtm", "drtm_write"};
+// read_based: the bound guide16 Fig. 9 draws for a READ-based store (2 READs per GET);
+// redis and memcached run over kernel TCP, which the model does not cover (not modeled).
+inline const std::vector<std::string> kSystems = {"herd",       "pilaf", "farm",  "farm_var", "drtm",
+                                                  "drtm_write", "hydradb", "read_based", "redis", "memcached"};
 
 // Parses a contract-3 point (`{"experiment", "profile", "mode", "roles", "params"}`); throws
 // ModelError naming the bad field and the valid values. `strict`: unknown params are an error

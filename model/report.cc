@@ -84,6 +84,9 @@ json ResultRow(const Point& pt, const Prediction& p) {
   for (const char* k : {"lat_us_stdev", "lat_us_min", "lat_us_p50", "lat_us_p90", "lat_us_p99", "lat_us_p999",
                         "lat_us_p9999", "lat_us_max"})
     row[k] = nullptr;
+  // lat mode has one operation in flight and no queueing: the analytic latency is
+  // deterministic, so it is the median too (the simulator gives percentiles under load).
+  if (pt.mode == "lat" && p.lat_us > 0) row["lat_us_p50"] = p.lat_us;
   row["per_thread"] = json::array();
   row["per_peer"] = json::array();
   row["uniformity_ratio"] = nullptr;
@@ -94,6 +97,13 @@ json ResultRow(const Point& pt, const Prediction& p) {
   row["cpu_ns_per_op"] = p.per_op.cpu_ns;
   row["nic_ns_per_op"] = {{"tx", p.per_op.nic_tx_ns}, {"rx", p.per_op.nic_rx_ns}};
   return row;
+}
+
+json FormulaRow(const Point& pt, const FormulaValue& f) {
+  return {{"size_bytes", pt.formula == "wqe_batch" ? pt.wqe_B : pt.formula == "transfer" ? pt.size_B : 0},
+          {f.metric, f.value},
+          {"formula", pt.formula},
+          {"derivation", f.derivation}};
 }
 
 json PredictionDocument(const json& point_doc, const Point& pt, const Profile& prof,
@@ -126,6 +136,11 @@ json PredictionDocument(const json& point_doc, const Point& pt, const Profile& p
               {"validation", nullptr}};
   if (!pt.ignored.empty()) doc["model"] = {{"ignored_params", pt.ignored}};
   return doc;
+}
+
+std::string FormatFormula(const Point& pt, const Profile& prof, const FormulaValue& f) {
+  return "profile " + prof.name + ", formula " + pt.formula + ": " + f.metric + " = " + Fmt("%.0f", f.value) + "  (" +
+         f.derivation + ")\n";
 }
 
 std::string FormatPrediction(const Point& pt, const Profile& prof, const Prediction& p) {

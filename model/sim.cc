@@ -102,6 +102,7 @@ SimResult Simulate(const SimConfig& c) {
   std::vector<double> pu_free(pus, 0);
   std::vector<double> bucket_free(std::max(1u, c.lock_buckets), 0);
   std::vector<uint32_t> hist(kHistBuckets, 0);
+  std::vector<uint64_t> per_client(std::max(1u, c.clients), 0);
   Lru qp_cache;
   if (c.qp_cache_entries) qp_cache.Init(qps, c.qp_cache_entries);
   double pcie_free = 0, link_free = 0, host_free = 0;
@@ -180,6 +181,7 @@ SimResult Simulate(const SimConfig& c) {
           max_lat_ns = std::max(max_lat_ns, lat);
           size_t b = static_cast<size_t>(lat / kHistBucketNs);
           ++hist[b < kHistBuckets ? b : kHistBuckets - 1];
+          ++per_client[client];
           ++r.completed;
           r.simulated_s = (e.t_ns - t_measure0) * 1e-9;
         }
@@ -200,6 +202,8 @@ SimResult Simulate(const SimConfig& c) {
     r.lat_us_p99 = Percentile(hist, r.completed, 0.99);
     r.lat_us_p999 = Percentile(hist, r.completed, 0.999);
     r.lat_us_max = max_lat_ns / 1000;
+    auto [least, most] = std::minmax_element(per_client.begin(), per_client.end());
+    if (*least > 0) r.uniformity_ratio = static_cast<double>(*most) / static_cast<double>(*least);
   }
   r.wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - wall0).count();
   return r;

@@ -41,6 +41,7 @@ struct SimResult {
   double mops = 0;
   double lat_us_mean = 0, lat_us_p50 = 0, lat_us_p90 = 0, lat_us_p99 = 0, lat_us_p999 = 0, lat_us_max = 0;
   uint64_t completed = 0, events = 0, qp_misses = 0, wqe_misses = 0;
+  double uniformity_ratio = 0;  // max / min operations completed per client (1 = fair)
   double simulated_s = 0;
   double wall_s = 0;
 };

@@ -5,6 +5,7 @@
 #include <cmath>
 
 #include "model/analytic.h"
+#include "model/workload.h"
 
 namespace rdmalab::model {
 namespace {
@@ -18,6 +19,8 @@ constexpr uint32_t kFarmNeighbourhood = 6;
 constexpr double kPilafBucketReads = 1.6;     // 3-1 cuckoo: second bucket with probability 0.6
 constexpr uint32_t kPilafBucketB = 32;
 constexpr uint32_t kAckB = 8;                 // PUT acknowledgements
+constexpr uint32_t kLeaseB = 8;               // HydraDB: validity flag / lease word beside the value
+constexpr double kReadBasedReadsPerGet = 2;   // guide16 Fig. 9: a READ-based store needs 2 READs per GET
 
 VerbSpec Verb(Opcode op, Transport t, bool inl, bool signaled = false) {
   VerbSpec v;
@@ -38,6 +41,12 @@ uint32_t ResponseBatch(const Point& pt, const Profile& prof) {
   return std::min(kMaxResponseBatch, std::max(per_worker, 1u));
 }
 
+Demand Cpu(double ns) {
+  Demand d;
+  d.cpu_ns = ns;
+  return d;
+}
+
 struct Composer {
   const Point& pt;
   const Profile& prof;
@@ -51,6 +60,18 @@ struct Composer {
     total += d.Scaled(weight);
     parts.push_back({what + (weight != 1 ? " x" + std::to_string(weight).substr(0, 4) : ""), d});
   }
+  // A PUT as FaRM and HydraDB make it: the client WRITEs key + value into a buffer the
+  // server polls, the server inserts and answers with a WRITE. Returns the PUT's latency.
+  double AddWritePut(Transport t, uint32_t sk, uint32_t sv, double f_put) {
+    const std::string verb = std::string("WRITE-") + TransportName(t);
+    WrShape req = Shape(Verb(Opcode::kWrite, t, sk + sv <= prof.wqe.max_inline_B), sk + sv);
+    WrShape ack = Shape(Verb(Opcode::kWrite, t, true, true), kAckB);
+    Add("inbound " + verb + " PUT", Inbound(req, prof, wire), f_put);
+    Add("outbound " + verb + " PUT ack", Outbound(ack, 1, kHerdSignalEvery, prof, wire), f_put);
+    Add("server CPU (PUT: poll, insert)",
+        Cpu(prof.cpu.poll_request_ns + prof.cpu.kv_request_ns + 2 * prof.cpu.dram_ns), f_put);
+    return VerbLatencyUs(req, prof, wire, true) + VerbLatencyUs(ack, prof, wire, true);
+  }
   Prediction Finish(Engagement e) {
     // Little's law bounds the rate only when the point says how many clients there are.
     if (pt.window_bound && pt.clients && pt.window && lat_us > 0) {
@@ -63,12 +84,6 @@ struct Composer {
     return p;
   }
 };
-
-Demand Cpu(double ns) {
-  Demand d;
-  d.cpu_ns = ns;
-  return d;
-}
 
 }  // namespace
 
@@ -92,7 +107,7 @@ Prediction PredictSequencer(const Point& pt, const Profile& prof) {
   Point bp = pt;
   bp.batching = batched;
   // rdmalab-bench's --batch (post_list here) caps the responses per doorbell
-  uint32_t batch = !batched ? 1 : pt.post_list > 1 ? pt.post_list : ResponseBatch(bp, prof);
+  uint32_t batch = !batched ? 1 : pt.batch_given ? pt.post_list : ResponseBatch(bp, prof);
   // request
   WrShape req = spec ? Shape(Verb(Opcode::kSend, Transport::kUd, true), 0) : Shape(Verb(Opcode::kWrite, Transport::kUc, true), 16);
   if (spec) req.header_only = true;
@@ -143,9 +158,12 @@ Prediction PredictKv(const Point& pt, const Profile& prof) {
     c.Add("outbound SEND-UD GET response " + std::to_string(sv) + " B" + (inl ? " inline" : "") + how,
           Outbound(get_resp, batch, kHerdSignalEvery, prof, wire), f_get);
     c.Add("outbound SEND-UD PUT response" + how, Outbound(put_resp, batch, kHerdSignalEvery, prof, wire), f_put);
-    // MICA lookup: 2 random accesses, hidden by the 2-stage prefetching pipeline
-    c.Add("server CPU (poll, MICA with prefetch)",
-          Cpu(cpu.poll_request_ns + cpu.kv_request_ns + 2 * cpu.prefetched_access_ns), 1);
+    // MICA lookup: 2 random accesses, hidden by the 2-stage prefetching pipeline. Workers
+    // own their keys (EREW), so the hottest worker's share of the requests limits them all.
+    std::vector<double> shares = WorkerShares(pt.distribution, pt.zipf_theta, pt.keys, workers);
+    double imbalance = *std::max_element(shares.begin(), shares.end()) * workers;
+    c.Add(std::string("server CPU (poll, MICA with prefetch)") + (imbalance > 1.0001 ? ", hottest worker" : ""),
+          Cpu(cpu.poll_request_ns + cpu.kv_request_ns + 2 * cpu.prefetched_access_ns), imbalance);
     e.qps = workers * pt.queues;
     e.qps_rx = clients;
     c.lat_us = lat(get_req, true) + (cpu.kv_request_ns + 2 * cpu.dram_ns) / 1000 + lat(get_resp, true);
@@ -168,15 +186,26 @@ Prediction PredictKv(const Point& pt, const Profile& prof) {
     uint32_t bucket = kFarmNeighbourhood * (sk + (var ? kPointerB : sv));
     c.Add("inbound READ neighbourhood " + std::to_string(bucket) + " B", Inbound(read(bucket), prof, wire), f_get);
     if (var) c.Add("inbound READ value " + std::to_string(sv) + " B", Inbound(read(sv), prof, wire), f_get);
-    WrShape put_req = Shape(Verb(Opcode::kWrite, Transport::kUc, sk + sv <= prof.wqe.max_inline_B), sk + sv);
-    WrShape put_ack = Shape(Verb(Opcode::kWrite, Transport::kUc, true, true), kAckB);
-    c.Add("inbound WRITE-UC PUT", Inbound(put_req, prof, wire), f_put);
-    c.Add("outbound WRITE-UC PUT ack", Outbound(put_ack, 1, kHerdSignalEvery, prof, wire), f_put);
-    c.Add("server CPU (PUT: poll, insert)", Cpu(cpu.poll_request_ns + cpu.kv_request_ns + 2 * cpu.dram_ns), f_put);
+    double put_lat_us = c.AddWritePut(Transport::kUc, sk, sv, f_put);
     c.Add("QP-context misses", QpCacheMisses(clients, prof, true), 1);
     e.qps = workers;
     e.qps_rx = clients;
-    c.lat_us = f_get * (lat(read(bucket), false) * (var ? 2 : 1)) + f_put * (lat(put_req, true) + lat(put_ack, true));
+    c.lat_us = f_get * (lat(read(bucket), false) * (var ? 2 : 1)) + f_put * put_lat_us;
+  } else if (pt.system == "hydradb") {
+    // GET: one READ of the value and its lease word (the client's address cache hits);
+    // PUT: an inlined WRITE-RC request and an inlined WRITE-RC response (systems.md).
+    c.Add("inbound READ value + lease " + std::to_string(sv + kLeaseB) + " B", Inbound(read(sv + kLeaseB), prof, wire),
+          f_get);
+    double put_lat_us = c.AddWritePut(Transport::kRc, sk, sv, f_put);
+    c.Add("QP-context misses", QpCacheMisses(clients, prof, true), 1);
+    e.qps = workers;
+    e.qps_rx = clients;
+    c.lat_us = f_get * lat(read(sv + kLeaseB), false) + f_put * put_lat_us;
+  } else if (pt.system == "read_based") {
+    // Not a system but guide16 Fig. 9's bound: every operation costs two inbound READs.
+    c.Add("inbound READ " + std::to_string(sv) + " B", Inbound(read(sv), prof, wire), kReadBasedReadsPerGet);
+    e.qps_rx = clients;
+    c.lat_us = kReadBasedReadsPerGet * lat(read(sv), false);
   } else {  // drtm, drtm_write
     c.Add("inbound READ item " + std::to_string(sk + sv) + " B", Inbound(read(sk + sv), prof, wire), f_get);
     WrShape atomic = Shape(Verb(Opcode::kCas, Transport::kRc, false, true), 8);
@@ -191,13 +220,18 @@ Prediction PredictKv(const Point& pt, const Profile& prof) {
     e.qps_rx = clients;
     c.lat_us = f_get * lat(read(sk + sv), false) + f_put * 2 * lat(atomic, false);
   }
-  return c.Finish(e);
-}
-
-Prediction Predict(const Point& pt, const Profile& prof) {
-  if (pt.mode == "sequencer") return PredictSequencer(pt, prof);
-  if (pt.mode == "kv") return PredictKv(pt, prof);
-  return PredictVerb(pt, prof);
+  Prediction p = c.Finish(e);
+  if (pt.core >= 0) {  // one worker's part of the total (herd14 Fig. 14)
+    if (static_cast<uint32_t>(pt.core) >= workers)
+      throw ModelError("params.core = " + std::to_string(pt.core) + " is out of range (valid: 0.." +
+                       std::to_string(workers - 1) + " for " + std::to_string(workers) + " workers)");
+    double share = WorkerShares(pt.distribution, pt.zipf_theta, pt.keys, workers)[pt.core];
+    p.mops *= share;
+    p.gbps *= share;
+    p.notes.push_back("worker " + std::to_string(pt.core) + " serves " + std::to_string(share * 100).substr(0, 5) +
+                      "% of the requests");
+  }
+  return p;
 }
 
 }  // namespace rdmalab::model

@@ -8,7 +8,7 @@ import os
 import pathlib
 from typing import Any, Optional
 
-from harness.store import Store, utc_now
+from harness.store import Store, kFinalStatuses, kNotModeled, utc_now
 
 from .figures import Table, draw, series_name
 
@@ -47,13 +47,13 @@ def _data_table(t: Table) -> str:
     p = t.plot
     head = "".join(f"<th>{_e(h)}</th>" for h in (p.get("facet"), series_name(p), p.get("x")) if h)
     out = [f"<table><tr>{head}<th>{_e(p.get('y'))} (mean)</th><th>stdev</th><th>n</th><th>failed</th>"
-           "<th>paper</th></tr>"]
+           "<th>paper</th><th class=\"l\">not modeled</th></tr>"]
     for r in t.rows:
         cells = "".join(f"<td>{_e(r[k])}</td>" for k, h in (("facet", p.get("facet")), ("series", series_name(p)),
                                                                 ("x", p.get("x"))) if h)
         failed = f'<td class="failed">{r["failed"]}</td>' if r["failed"] else "<td>0</td>"
         out.append(f"<tr>{cells}<td>{_num(r['mean'])}</td><td>{_num(r['stdev'])}</td><td>{r['n']}</td>"
-                   f"{failed}<td>{_num(r['paper'])}</td></tr>")
+                   f"{failed}<td>{_num(r['paper'])}</td><td class=\"l muted\">{_e(r['not_modeled'])}</td></tr>")
     out.append("</table>")
     return "".join(out)
 
@@ -77,7 +77,7 @@ def _provenance(records: list[dict[str, Any]]) -> str:
              ("binary", ", ".join(binaries)), ("provider library", ", ".join(providers)),
              ("PCIe counters", "; ".join(pcie)[:400])]
     rows = "".join(f'<tr><th class="l">{_e(k)}</th><td class="l">{_e(v)}</td></tr>' for k, v in items)
-    fails = [r for r in records if r["status"] != "ok"]
+    fails = [r for r in records if r["status"] not in kFinalStatuses]
     fail_html = ""
     if fails:
         lis = "".join(f"<li><code>{_e(r['point']['params'])}</code> #{r['point']['repeat']}: {_e(r['error'])}</li>"
@@ -98,8 +98,10 @@ def write_report(store: Store, out_dir: Optional[pathlib.Path] = None) -> Option
         stem = f"{backend}--{exp_id}"
         paths = draw(t, fig_dir, stem)
         ok = sum(1 for r in records if r["status"] == "ok")
+        not_modeled = sum(1 for r in records if r["status"] == kNotModeled)
         anchor = html.escape(stem)
-        toc.append(f'<li><a href="#{anchor}">{_e(exp_id)}</a> <span class="muted">({_e(backend)}, {ok}/{len(records)} ok)</span></li>')
+        counts = f"{ok}/{len(records)} ok" + (f", {not_modeled} not modeled" if not_modeled else "")
+        toc.append(f'<li><a href="#{anchor}">{_e(exp_id)}</a> <span class="muted">({_e(backend)}, {counts})</span></li>')
         paper = t.experiment.get("paper") or {}
         cite = f" — {_e(paper.get('id'))} {_e(paper.get('figure'))}" if paper else ""
         fig_html = '<p class="failed">no figure: no point of this experiment succeeded</p>' if t.plot else ""

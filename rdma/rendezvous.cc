@@ -219,6 +219,9 @@ RendezvousServer::RendezvousServer(const std::string& bind_address, std::uint16_
     Fail("cannot listen on ", bind_address, ":", port, ": ", std::strerror(error_number),
          " (is another server using the port? choose one with -p/--port)");
   }
+  socklen_t length = sizeof(address);
+  if (getsockname(listen_fd_, reinterpret_cast<sockaddr*>(&address), &length) != 0) FailErrno("getsockname", errno);
+  port_ = ntohs(address.sin_port);
   if (pipe2(wake_pipe_, O_CLOEXEC) != 0) FailErrno("pipe2", errno);
   thread_ = std::thread([this] { Serve(); });
 }

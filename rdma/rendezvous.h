@@ -44,7 +44,7 @@ std::pair<std::string, std::uint16_t> ParseHostPort(const std::string& value);
 
 class RendezvousServer {
  public:
-  // Listens on `bind_address`:`port` and serves until destroyed.
+  // Listens on `bind_address`:`port` (0: a free port the kernel picks) and serves until destroyed.
   RendezvousServer(const std::string& bind_address, std::uint16_t port, std::string token);
   ~RendezvousServer();
   RendezvousServer(const RendezvousServer&) = delete;
@@ -53,10 +53,13 @@ class RendezvousServer {
   // Waits until every participant that said hello has said bye or gone, up to timeout_ms.
   bool WaitUntilAllLeft(int timeout_ms);
 
+  std::uint16_t port() const { return port_; }
+
  private:
   struct State;
   void Serve();
   int listen_fd_ = -1;
+  std::uint16_t port_ = 0;
   int wake_pipe_[2] = {-1, -1};
   std::string token_;
   std::unique_ptr<State> state_;

@@ -38,11 +38,16 @@ commands:
   profiles   list profiles; `profiles NAME` prints every field with its value and source
 
 common flags: --profile NAME|FILE.yaml (default cib), --profile_dir DIR, --mode lat|tput|echo|atomics|
-  sgbatch|sequencer|kv (default tput), and the benchmark's parameters: --verb, --connection, --size,
+  sgbatch|sequencer|kv|pcie (default tput), and the benchmark's parameters: --verb, --connection, --size,
   --direction, --post_list, --cq_mod, --qp, --threads, --tx_depth, --clients, --inline_size, --sge,
   --header_only, --inline_recv, --counters, --link, --request, --response, --optimizations, --design,
   --system, --put_fraction, --value_size, --key_size, --window, --batching, --queues, --accesses, --prefetch,
-  --window_bound=false (ignore Little's law: assume enough clients)
+  --distribution uniform|zipf, --zipf_theta, --keys, --core (kv: one worker's share),
+  --window_bound=false (ignore Little's law: assume enough clients);
+  pcie mode (guide16's formula tables): --formula transfer|wqe_header|wqe_batch, --method dma|mmio|doorbell,
+  --wqe_type rc_uc|ud|recv, --wqes N, --wqe_size D.
+  Points asking for --stack udp|tcp, --system redis|memcached, --placement unclustered, --numa far,
+  --page_offset, --buffers > 1 are answered "not modeled: <reason>" (JSON: "not_modeled", no results rows)
 )";
 
 struct Args {
@@ -128,6 +133,7 @@ void AddSim(json& row, const rm::SimResult& r) {
   row["lat_us_p999"] = r.lat_us_p999;
   row["lat_us_max"] = r.lat_us_max;
   row["ops"] = r.completed;
+  row["uniformity_ratio"] = r.uniformity_ratio > 0 ? json(r.uniformity_ratio) : json(nullptr);
   row["duration_s"] = r.simulated_s;
   row["simulation"] = {{"events", r.events}, {"wall_s", r.wall_s}, {"qp_cache_misses", r.qp_misses},
                        {"wqe_cache_misses", r.wqe_misses}};
@@ -143,7 +149,20 @@ json Document(const json& point_doc, const std::string& dir, bool strict) {
       return s;
     }() + ")");
   rm::Profile prof = rm::LoadProfile(point_doc["profile"], dir);
-  rm::Prediction p = rm::Predict(pt, prof);
+  if (pt.mode == "pcie") {
+    json doc = rm::PredictionDocument(point_doc, pt, prof, {}, {});
+    doc["results"] = json::array({rm::FormulaRow(pt, rm::EvaluateFormula(pt, prof))});
+    return doc;
+  }
+  rm::Prediction p;
+  try {
+    p = rm::Predict(pt, prof);
+  } catch (const rm::NotModeled& e) {
+    // Contract 3: a point outside the model's scope is answered, with no results rows.
+    json doc = rm::PredictionDocument(point_doc, pt, prof, {}, {});
+    doc["not_modeled"] = e.what();
+    return doc;
+  }
   json doc = rm::PredictionDocument(point_doc, pt, prof, {p}, {pt});
   if (pt.simulate) AddSim(doc["results"][0], rm::Simulate(rm::SimConfigFor(pt, prof, p)));
   return doc;
@@ -174,11 +193,21 @@ int Predict(const Args& a, bool explain) {
   }
   json point = PointDoc(a);
   if (a.flags.count("simulate")) point["params"]["simulate"] = true;
-  rm::Point pt = rm::PointFromJson(point, true);
-  rm::Profile prof = rm::LoadProfile(point["profile"], dir);
-  rm::Prediction p = rm::Predict(pt, prof);
   if (as_json) {
     std::cout << Document(point, dir, true).dump(2) << "\n";
+    return 0;
+  }
+  rm::Point pt = rm::PointFromJson(point, true);
+  rm::Profile prof = rm::LoadProfile(point["profile"], dir);
+  if (pt.mode == "pcie") {
+    std::cout << rm::FormatFormula(pt, prof, rm::EvaluateFormula(pt, prof));
+    return 0;
+  }
+  rm::Prediction p;
+  try {
+    p = rm::Predict(pt, prof);
+  } catch (const rm::NotModeled& e) {
+    std::cout << "not modeled: " << e.what() << "\n";
     return 0;
   }
   std::cout << (explain ? rm::Explain(pt, prof, p) : rm::FormatPrediction(pt, prof, p));

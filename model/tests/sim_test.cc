@@ -97,6 +97,18 @@ TEST(Sim, AtomicsOnOneCounterSerializeOnTheLockBucket) {
   EXPECT_GT(Simulate(c).mops, 10 * one.mops);
 }
 
+TEST(Sim, ClientsSharingAProcessingUnitGetLessUniformityRatio) {
+  SimConfig c = ConfigFor({{"verb", "read"}, {"size", 32}, {"clients", 16}, {"tx_depth", 8}, {"sim_ops", 200000}},
+                          "tput");
+  c.base_latency_ns = 100;  // PU-bound: every client's share is its PU's rate over the PU's clients
+  c.pus = 8;
+  SimResult even = Simulate(c);  // 2 clients per PU
+  c.clients = c.qps = 12;        // 4 PUs serve 2 clients, 4 serve 1
+  SimResult uneven = Simulate(c);
+  EXPECT_NEAR(even.uniformity_ratio, 1.0, 0.02);
+  EXPECT_NEAR(uneven.uniformity_ratio, 2.0, 0.1);
+}
+
 TEST(Sim, TheEventLoopAllocatesNothing) {
   SimConfig c = ConfigFor({{"verb", "read"}, {"size", 32}, {"clients", 32}, {"tx_depth", 8}}, "tput");
   c.ops = 10000;

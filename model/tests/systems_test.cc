@@ -63,6 +63,75 @@ TEST(Systems, SequencerDesignsNameTheirBottlenecks) {
   EXPECT_EQ(by["spec_s0"].bottleneck, "nic_rx");  // header-only RECVs
 }
 
+TEST(Systems, HydraDbGetIsOneReadOfValueAndLease) {
+  Profile cib = LoadProfile("cib", DefaultProfileDir());
+  Prediction p = Kv({{"system", "hydradb"}, {"put_fraction", 0.0}, {"value_size", 32}}, cib);
+  VerbSpec read{Opcode::kRead, Transport::kRc, false, false, true};
+  Demand expect = Inbound(Shape(read, 40), cib, cib.link);
+  EXPECT_NEAR(p.per_op.nic_rx_ns, expect.nic_rx_ns + QpCacheMisses(51, cib, true).nic_rx_ns, 1e-9);
+  EXPECT_NEAR(p.per_op.h2d_dma_B, expect.h2d_dma_B + QpCacheMisses(51, cib, true).h2d_dma_B, 1e-9);
+  EXPECT_EQ(p.per_op.cpu_ns, 0);  // GETs never touch the server's CPU
+}
+
+TEST(Systems, ReadBasedBoundIsHalfThePeakInboundReadRate) {
+  Profile cib = LoadProfile("cib", DefaultProfileDir());
+  Prediction bound = Kv({{"system", "read_based"}, {"value_size", 32}}, cib);
+  Prediction read = Predict(
+      PointFromJson({{"mode", "tput"}, {"params", {{"verb", "read"}, {"size", 32}, {"direction", "inbound"}}}}, true),
+      cib);
+  EXPECT_NEAR(bound.mops, read.mops / 2, 0.01 * read.mops);
+}
+
+TEST(Systems, ZipfKeysLoadOneHerdWorkerMoreAndTheCoresAddUpToTheTotal) {
+  Profile p = LoadProfile("cx3-pcie2", DefaultProfileDir());
+  nlohmann::json base = {{"system", "herd"}, {"threads", 10}, {"distribution", "zipf"}};
+  double total = Kv(base, p).mops, sum = 0, hottest = 0;
+  for (int core = 0; core < 10; ++core) {
+    nlohmann::json one = base;
+    one["core"] = core;
+    double mops = Kv(one, p).mops;
+    sum += mops;
+    hottest = std::max(hottest, mops);
+  }
+  EXPECT_NEAR(sum, total, 1e-6 * total);
+  EXPECT_GT(hottest, 1.1 * total / 10);
+  // With one core the hottest worker is the whole CPU: skew costs throughput where the CPU limits.
+  nlohmann::json cpu_bound = {{"system", "herd"}, {"threads", 2}};
+  nlohmann::json cpu_bound_zipf = cpu_bound;
+  cpu_bound_zipf["distribution"] = "zipf";
+  EXPECT_LT(Kv(cpu_bound_zipf, p).mops, Kv(cpu_bound, p).mops);
+  EXPECT_THROW(Kv({{"system", "herd"}, {"threads", 10}, {"core", 10}}, p), ModelError);
+}
+
+TEST(Systems, WhatTheModelDoesNotRepresentIsRefusedWithTheReason) {
+  Profile cx = LoadProfile("cx-nosql", DefaultProfileDir());
+  try {
+    Kv({{"system", "redis"}}, cx);
+    FAIL() << "redis must not be predicted";
+  } catch (const NotModeled& e) {
+    EXPECT_NE(std::string(e.what()).find("TCP"), std::string::npos) << e.what();
+  }
+  auto tput = [&](const nlohmann::json& params) {
+    return Predict(PointFromJson({{"mode", "tput"}, {"params", params}}, true), cx);
+  };
+  EXPECT_THROW(tput({{"verb", "send"}, {"stack", "udp"}}), NotModeled);
+  EXPECT_THROW(tput({{"verb", "send"}, {"numa", "far"}}), NotModeled);
+  EXPECT_THROW(tput({{"verb", "send"}, {"page_offset", 64}}), NotModeled);
+  EXPECT_THROW(tput({{"verb", "send"}, {"buffers", 2}}), NotModeled);
+  EXPECT_THROW(tput({{"verb", "read"}, {"placement", "unclustered"}}), NotModeled);
+  EXPECT_GT(tput({{"verb", "read"}, {"placement", "clustered"}, {"distribution", "zipf"}}).mops, 0);
+}
+
+TEST(Systems, SequencerBatchOfOneMeansOnePostPerResponse) {
+  Profile cib = LoadProfile("cib", DefaultProfileDir());
+  auto seq = [&](int batch) {
+    return Predict(PointFromJson({{"mode", "sequencer"}, {"params", {{"design", "spec-s0"}, {"batch", batch}}}}, true),
+                   cib);
+  };
+  // WQE-by-MMIO for every response vs one doorbell per 16 (RECV re-posts are the same in both)
+  EXPECT_NEAR(seq(1).per_op.pio_posts - seq(16).per_op.pio_posts, 1 - 1.0 / 16, 1e-9);
+}
+
 TEST(Systems, EveryAcceptanceExperimentPrintsARateAndABottleneck) {
   for (const auto& id : ExperimentIds()) {
     ExperimentTable t = RunExperiment(id, "", DefaultProfileDir());

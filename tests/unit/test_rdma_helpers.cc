@@ -112,10 +112,9 @@ class Rendezvous : public ::testing::Test {
  protected:
   std::uint16_t port_ = 0;
   void SetUp() override {
-    // ctest runs each test as its own process: a port derived from the PID keeps
-    // concurrent tests apart.
-    port_ = static_cast<std::uint16_t>(40000 + getpid() % 20000);
-    server_ = std::make_unique<RendezvousServer>("127.0.0.1", port_, "secret");
+    // A port the kernel picks: concurrent tests and ephemeral ports never collide.
+    server_ = std::make_unique<RendezvousServer>("127.0.0.1", 0, "secret");
+    port_ = server_->port();
   }
   std::unique_ptr<RendezvousServer> server_;
 };

@@ -1,0 +1,48 @@
+// How uniform and Zipf keys fall on EREW workers (herd14 Fig. 14).
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <numeric>
+
+#include "model/workload.h"
+
+namespace rdmalab::model {
+namespace {
+
+double Sum(const std::vector<double>& v) { return std::accumulate(v.begin(), v.end(), 0.0); }
+
+TEST(Workload, UniformKeysShareEvenly) {
+  std::vector<double> s = WorkerShares("uniform", 0.99, 1 << 20, 10);
+  ASSERT_EQ(s.size(), 10u);
+  for (double x : s) EXPECT_DOUBLE_EQ(x, 0.1);
+}
+
+TEST(Workload, ZipfSharesSumToOneAndTheHottestWorkerCarriesMore) {
+  std::vector<double> s = WorkerShares("zipf", 0.99, 8 << 20, 10);
+  EXPECT_NEAR(Sum(s), 1.0, 1e-9);
+  double hottest = *std::max_element(s.begin(), s.end());
+  EXPECT_GT(hottest, 0.11);  // the most popular key alone has ~6% of all requests
+  EXPECT_LT(hottest, 0.3);
+}
+
+TEST(Workload, SkewGrowsWithTheta) {
+  auto max_share = [](double theta) {
+    std::vector<double> s = WorkerShares("zipf", theta, 8 << 20, 10);
+    return *std::max_element(s.begin(), s.end());
+  };
+  EXPECT_NEAR(max_share(0.0), 0.1, 0.005);  // theta 0 is uniform
+  EXPECT_LT(max_share(0.5), max_share(0.99));
+}
+
+TEST(Workload, FewKeysAreHashedExactly) {
+  // 3 keys on 2 workers: the shares are sums of 1/rank^theta, whatever the hash.
+  std::vector<double> s = WorkerShares("zipf", 1.0, 3, 2);
+  double total = 1 + 0.5 + 1.0 / 3;
+  std::vector<double> possible = {1 / total, 0.5 / total, (1.0 / 3) / total, 1.5 / total, (4.0 / 3) / total,
+                                  (0.5 + 1.0 / 3) / total, 0.0, 1.0};
+  for (double x : s)
+    EXPECT_TRUE(std::any_of(possible.begin(), possible.end(), [&](double p) { return std::abs(p - x) < 1e-12; })) << x;
+}
+
+}  // namespace
+}  // namespace rdmalab::model

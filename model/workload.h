@@ -1,0 +1,17 @@
+// Key popularity of the client workloads (systems.md "Workloads"): how the requests of a
+// uniform or Zipf key distribution fall on the workers of a store that partitions its keys
+// by keyhash (HERD and MICA are EREW: each key belongs to one worker).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace rdmalab::model {
+
+// Fraction of all requests each of `workers` partitions receives; sums to 1. Zipf(theta)
+// ranks keys 1..keys with probability ~ 1/rank^theta and hashes each rank to a worker.
+std::vector<double> WorkerShares(const std::string& distribution, double zipf_theta, uint64_t keys,
+                                 uint32_t workers);
+
+}  // namespace rdmalab::model
