@@ -2,9 +2,10 @@
 """rdmalab-bench against perftest on the same devices, side by side in one run.
 
 For each metric, perftest's tool and rdmalab-bench run with the same configuration
-(size, window, CQ moderation, inline size as perftest's defaults) and the same pinning
-(server on --server-core, client on --client-core), in paired rounds that alternate which
-tool goes first. Reported per metric: the median of each side over --runs rounds, the
+(size, window, CQ moderation, inline size as perftest's defaults, the same warm-up: none
+before perftest's latency iterations, --bw-warmup seconds before a rate window, which
+perftest calls its margin) and the same pinning (server on --server-core, client on
+--client-core), in paired rounds that alternate which tool goes first. Reported per metric: the median of each side over --runs rounds, the
 median of the per-round ratios (rdmalab / perftest), and whether it lies within the
 target band (default +-15%). Latency compares medians (perftest's t_typical with
 rdmalab's lat_us_p50); rate compares MsgRate[Mpps] with mops.
@@ -41,7 +42,20 @@ ROOT = Path(__file__).resolve().parents[2]
 PERFTEST_TX_DEPTH_BW = 128
 PERFTEST_CQ_MOD_BW = 100
 PERFTEST_INLINE = {"write": 220, "send": 236, "read": 0}
+# perftest prints the inline size it really used; on devices it does not recognize (rxe,
+# any non-Mellanox provider) it ignores -I and uses 0.
+_PERFTEST_INLINE_USED = re.compile(r"Max inline data\s*:\s*(\d+)\s*\[B\]")
 _UNMEASURABLE = re.compile(r"^\s*\d+\s+\d+\s+inf\b", re.M)
+
+
+def check_perftest_inline(out: str, m: Metric, a) -> None:
+    """A pair compares one test only if perftest used the inline size rdmalab-bench was given."""
+    used = _PERFTEST_INLINE_USED.search(out)
+    if m.verb == "read" or used is None or int(used.group(1)) == m.inline(a):
+        return
+    raise ParseError(f"perftest used inline {used.group(1)} B where rdmalab-bench was given {m.inline(a)} B: "
+                     "not the same test (perftest ignores -I on devices it does not recognize, such as rxe; "
+                     "use --inline none there)")
 
 
 def perftest_unmeasurable(out: str) -> str | None:
@@ -66,25 +80,30 @@ class Metric:
     def unit(self) -> str:
         return "us" if self.kind == "lat" else "Mpps"
 
-    @property
-    def inline(self) -> int:
-        """perftest's default inline size for mlx NICs, given to both tools explicitly (other
-        providers' perftest defaults differ, e.g. 0 on rxe)."""
+    def inline(self, a) -> int:
+        """The inline size both tools get explicitly: perftest's default for mlx5 NICs, or none
+        (what perftest uses on every device it does not recognize, such as rxe)."""
+        if a.inline == "none":
+            return 0
         return PERFTEST_INLINE[self.verb] if self.size <= PERFTEST_INLINE[self.verb] else 0
 
     def perftest_args(self, a) -> list[str]:
         tool = f"ib_{self.verb}_{self.kind}"
-        inline = ["-I", str(self.inline)] if self.verb != "read" else []
+        inline = ["-I", str(self.inline(a))] if self.verb != "read" else []
         if self.kind == "lat":
             return [tool, "-s", str(self.size), "-n", str(a.lat_iters), *inline]
-        return [tool, "-s", str(self.size), "-D", str(a.bw_seconds), "-t", str(PERFTEST_TX_DEPTH_BW),
+        # perftest samples from `margin` seconds after the start until `margin` before the end.
+        total = a.bw_seconds + 2 * a.bw_warmup
+        return [tool, "-s", str(self.size), "-D", str(total), "-f", str(a.bw_warmup), "-t", str(PERFTEST_TX_DEPTH_BW),
                 "-Q", str(PERFTEST_CQ_MOD_BW), *inline]
 
     def bench_args(self, a) -> list[str]:
-        inline = self.inline
+        inline = self.inline(a)
         if self.kind == "lat":
-            return ["lat", "--verb", self.verb, "-s", str(self.size), "-n", str(a.lat_iters), "-I", str(inline)]
-        return ["tput", "--verb", self.verb, "-s", str(self.size), "-D", str(a.bw_seconds),
+            return ["lat", "--verb", self.verb, "-s", str(self.size), "-n", str(a.lat_iters), "-I", str(inline),
+                    "--warmup", "0"]
+        return ["tput", "--verb", self.verb, "-s", str(self.size), "-D", str(a.bw_seconds), "--warmup",
+                str(a.bw_warmup),
                 "-t", str(PERFTEST_TX_DEPTH_BW), "-Q", str(PERFTEST_CQ_MOD_BW), "-I", str(inline)]
 
 
@@ -113,12 +132,12 @@ class Runner:
                 ["taskset", "-c", str(self.a.client_core), *common, "-d", self.a.client_dev, *extra_client,
                  "127.0.0.1"])
 
-    def perftest(self, m: Metric, record: dict) -> float | None:
+    def perftest(self, m: Metric, record: dict, side: str = "perftest") -> float | None:
         args = m.perftest_args(self.a)
         port = pairrun.free_port()
         server, client = self.pair(args[1:], str(Path(self.a.perftest_dir) / args[0]), port, ["-F"], ["-F"])
         r = pairrun.run_pair(server, client, port, self.env(), PAIR_TIMEOUT_S)
-        record["commands"]["perftest"] = {"server": server, "client": client}
+        record["commands"][side] = {"server": server, "client": client}
         if not r.ok:
             record["errors"].append(r.describe())
             return None
@@ -127,12 +146,15 @@ class Runner:
             record["perftest_unmeasurable"] = reason
             return None
         try:
+            check_perftest_inline(r.client.output, m, self.a)
             return (perftest_lat_us if m.kind == "lat" else perftest_rate_mpps)(r.client.output)
         except ParseError as e:
             record["errors"].append(f"{e}\n{r.describe()}")
             return None
 
     def rdmalab(self, m: Metric, record: dict) -> float | None:
+        if self.a.against == "perftest":
+            return self.perftest(m, record, "rdmalab")
         port = pairrun.free_port()
         with tempfile.TemporaryDirectory() as tmp:
             out = Path(tmp) / "client.json"
@@ -212,7 +234,7 @@ def guest_script(a) -> str:
             order = ("perftest", "rdmalab") if round_index % 2 == 0 else ("rdmalab", "perftest")
             for side in order:
                 port += 1
-                if side == "perftest":
+                if side == "perftest" or a.against == "perftest":
                     args = m.perftest_args(a)
                     tool, extra, json_file = args[0], ["-F"], ""
                     args = args[1:]
@@ -244,10 +266,12 @@ def parse_guest_log(a, log: str) -> list[dict]:
                 try:
                     if status != "client=0 server=0":
                         raise ParseError(f"{key}: {status}")
-                    if side == "perftest" and perftest_unmeasurable(text):
+                    runs_perftest = side == "perftest" or a.against == "perftest"
+                    if runs_perftest and perftest_unmeasurable(text):
                         record["perftest_unmeasurable"] = perftest_unmeasurable(text)
                         continue
-                    if side == "perftest":
+                    if runs_perftest:
+                        check_perftest_inline(text, m, a)
                         values[side] = (perftest_lat_us if m.kind == "lat" else perftest_rate_mpps)(text)
                     else:
                         row = json.loads(text.split("=== JSON\n", 1)[1])["results"][0]
@@ -292,16 +316,24 @@ def main() -> int:
     p.add_argument("--client-dev", default="softnic1")
     p.add_argument("--gid-index", type=int, default=None, help="-x for both tools (RoCE/rxe needs one)")
     p.add_argument("--link", choices=["ib", "roce"], default="ib", help="softnic fabric link layer")
+    p.add_argument("--inline", choices=["mlx5", "none"], default="mlx5",
+                   help="inline sizes for both tools: perftest's mlx5 defaults (220 B WRITE, 236 B SEND), or "
+                        "none, which is what perftest uses on devices it does not recognize (rxe)")
     p.add_argument("--server-core", type=int, default=0)
     p.add_argument("--client-core", type=int, default=1)
     p.add_argument("--runs", type=int, default=3)
     p.add_argument("--lat-iters", type=int, default=20000)
-    p.add_argument("--bw-seconds", type=int, default=2)
+    p.add_argument("--bw-seconds", type=int, default=2, help="measured window of a rate pair")
+    p.add_argument("--bw-warmup", type=int, default=1,
+                   help="seconds of traffic before the window (perftest's -f margin; it also runs that long after)")
     p.add_argument("--lat-sizes", type=lambda s: [int(x) for x in s.split(",")], default=[8])
     p.add_argument("--bw-sizes", type=lambda s: [int(x) for x in s.split(",")], default=[64])
     p.add_argument("--lat-verbs", type=lambda s: s.split(","), default=["write", "read", "send"])
     p.add_argument("--bw-verbs", type=lambda s: s.split(","), default=["write", "send"])
     p.add_argument("--target-band", type=float, default=0.15)
+    p.add_argument("--against", choices=["rdmalab-bench", "perftest"], default="rdmalab-bench",
+                   help="the second tool of every pair; perftest is an A/A control: perftest against itself in "
+                        "the same paired rounds shows how far the tier's noise alone moves the ratio")
     p.add_argument("--out", help="write the JSON document here")
     p.add_argument("--guest-script", metavar="FILE",
                    help="write a bash script running every pair (for scripts/rxe-vm) and exit")
@@ -313,12 +345,14 @@ def main() -> int:
     if a.guest_script:
         Path(a.guest_script).write_text(guest_script(a))
         return 0
-    print(f"{'metric':>18} {'unit':>5} {'perftest':>10} {'rdmalab':>10} {'ratio':>10}  target")
+    second = "perftest" if a.against == "perftest" else "rdmalab"
+    print(f"{'metric':>18} {'unit':>5} {'perftest':>10} {second:>10} {'ratio':>10}  target")
     rows = parse_guest_log(a, Path(a.guest_log).read_text(errors="replace")) if a.guest_log else measure(a)
     document = {"schema_version": SCHEMA_VERSION,
                 "context": {"date": datetime.datetime.now(datetime.timezone.utc).isoformat(),
                             "backend": a.backend, "devices": [a.server_dev, a.client_dev],
                             "cores": [a.server_core, a.client_core], "runs": a.runs,
+                            "second_tool": a.against, "inline": a.inline, "bw_warmup_s": a.bw_warmup,
                             "target_band": a.target_band, "host": os.uname().nodename},
                 "metrics": rows}
     if a.out:

@@ -4,7 +4,8 @@
 # writes it as JSON. The pairs run from a generated bash script in the guest (no Python
 # there); the host parses the guest log with the same metric definitions and parsers as
 # benchmarks/peers/compare_perftest.py. Fails when a pair fails, not on a ratio (a benchmark).
-# Usage: tests/vm/bench_vs_perftest.sh [BUILD_DIR] [OUT_JSON]
+# Usage: tests/vm/bench_vs_perftest.sh [BUILD_DIR] [OUT_JSON] [compare_perftest.py options...]
+#   e.g. ... build /tmp/aa.json --against perftest   (A/A control: perftest against itself)
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 build=$(cd "${1:-$root/build}" && pwd)
@@ -15,8 +16,9 @@ bench=$build/bin/rdmalab-bench
 
 compare=(/usr/bin/python3 benchmarks/peers/compare_perftest.py --backend verbs --server-dev rxe0
          --client-dev rxe1 --bench "$bench" --lat-sizes 64,4096 --bw-sizes 64,4096
-         --lat-verbs write,read,send --bw-verbs write,read,send --runs 3
-         --lat-iters "${VM_BENCH_LAT_ITERS:-5000}" --bw-seconds "${VM_BENCH_BW_SECONDS:-1}")
+         --lat-verbs write,read,send --bw-verbs write,read,send --runs "${VM_BENCH_RUNS:-3}"
+         --lat-iters "${VM_BENCH_LAT_ITERS:-5000}" --bw-seconds "${VM_BENCH_BW_SECONDS:-1}"
+         --inline none "${@:3}")
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 "${compare[@]}" --guest-script "$work/pairs.sh"
