@@ -2,7 +2,7 @@
 """rdmalab-bench against perftest on the same devices, side by side in one run.
 
 For each metric, perftest's tool and rdmalab-bench run with the same configuration
-(size, window, CQ moderation, inline size as perftest's defaults, the same warm-up: none
+(size, window, CQ moderation, inline size as perftest uses on the device, the same warm-up: none
 before perftest's latency iterations, --bw-warmup seconds before a rate window, which
 perftest calls its margin) and the same pinning (server on --server-core, client on
 --client-core), in paired rounds that alternate which tool goes first. Reported per metric: the median of each side over --runs rounds, the
@@ -48,14 +48,22 @@ _PERFTEST_INLINE_USED = re.compile(r"Max inline data\s*:\s*(\d+)\s*\[B\]")
 _UNMEASURABLE = re.compile(r"^\s*\d+\s+\d+\s+inf\b", re.M)
 
 
+def inline_policy(a) -> str:
+    """--inline auto: perftest's inline defaults apply to Mellanox devices only."""
+    if a.inline != "auto":
+        return a.inline
+    mellanox = all(dev.startswith("mlx") for dev in (a.server_dev, a.client_dev))
+    return "mlx5" if mellanox else "none"
+
+
 def check_perftest_inline(out: str, m: Metric, a) -> None:
     """A pair compares one test only if perftest used the inline size rdmalab-bench was given."""
     used = _PERFTEST_INLINE_USED.search(out)
     if m.verb == "read" or used is None or int(used.group(1)) == m.inline(a):
         return
     raise ParseError(f"perftest used inline {used.group(1)} B where rdmalab-bench was given {m.inline(a)} B: "
-                     "not the same test (perftest ignores -I on devices it does not recognize, such as rxe; "
-                     "use --inline none there)")
+                     "not the same test (perftest ignores -I on devices it does not recognize, such as softnic "
+                     "and rxe; use --inline none there)")
 
 
 def perftest_unmeasurable(out: str) -> str | None:
@@ -81,9 +89,9 @@ class Metric:
         return "us" if self.kind == "lat" else "Mpps"
 
     def inline(self, a) -> int:
-        """The inline size both tools get explicitly: perftest's default for mlx5 NICs, or none
-        (what perftest uses on every device it does not recognize, such as rxe)."""
-        if a.inline == "none":
+        """The inline size both tools get explicitly: perftest's default for Mellanox NICs, or
+        none, which is what perftest uses on every device it does not recognize (softnic, rxe)."""
+        if inline_policy(a) == "none":
             return 0
         return PERFTEST_INLINE[self.verb] if self.size <= PERFTEST_INLINE[self.verb] else 0
 
@@ -316,9 +324,10 @@ def main() -> int:
     p.add_argument("--client-dev", default="softnic1")
     p.add_argument("--gid-index", type=int, default=None, help="-x for both tools (RoCE/rxe needs one)")
     p.add_argument("--link", choices=["ib", "roce"], default="ib", help="softnic fabric link layer")
-    p.add_argument("--inline", choices=["mlx5", "none"], default="mlx5",
+    p.add_argument("--inline", choices=["auto", "mlx5", "none"], default="auto",
                    help="inline sizes for both tools: perftest's mlx5 defaults (220 B WRITE, 236 B SEND), or "
-                        "none, which is what perftest uses on devices it does not recognize (rxe)")
+                        "none, which is what perftest uses on devices it does not recognize (softnic, rxe); "
+                        "auto: mlx5 on mlx* devices, else none")
     p.add_argument("--server-core", type=int, default=0)
     p.add_argument("--client-core", type=int, default=1)
     p.add_argument("--runs", type=int, default=3)
@@ -352,7 +361,7 @@ def main() -> int:
                 "context": {"date": datetime.datetime.now(datetime.timezone.utc).isoformat(),
                             "backend": a.backend, "devices": [a.server_dev, a.client_dev],
                             "cores": [a.server_core, a.client_core], "runs": a.runs,
-                            "second_tool": a.against, "inline": a.inline, "bw_warmup_s": a.bw_warmup,
+                            "second_tool": a.against, "inline": inline_policy(a), "bw_warmup_s": a.bw_warmup,
                             "target_band": a.target_band, "host": os.uname().nodename},
                 "metrics": rows}
     if a.out:

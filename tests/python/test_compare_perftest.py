@@ -13,7 +13,7 @@ import compare_perftest as cp  # noqa: E402
 
 
 def options(**overrides):
-    base = dict(inline="mlx5", lat_iters=1000, bw_seconds=2, bw_warmup=1, runs=1, against="rdmalab-bench",
+    base = dict(inline="auto", lat_iters=1000, bw_seconds=2, bw_warmup=1, runs=1, against="rdmalab-bench",
                 gid_index=None, server_core=0, client_core=1, server_dev="rxe0", client_dev="rxe1",
                 bench="build/bin/rdmalab-bench", lat_sizes=[64], bw_sizes=[64], lat_verbs=["write"],
                 bw_verbs=["write"], target_band=0.15)
@@ -34,7 +34,7 @@ def perftest_output(kind, value, inline_used):
 
 
 def test_rate_pairs_share_window_and_warmup():
-    a = options(bw_seconds=2, bw_warmup=1)
+    a = options(bw_seconds=2, bw_warmup=1, inline="mlx5")
     m = cp.Metric("bw", "write", 64)
     perftest, bench = m.perftest_args(a), m.bench_args(a)
     # perftest samples between its margins: -D 4 -f 1 is 1 s of warm-up, then 2 s measured
@@ -44,12 +44,13 @@ def test_rate_pairs_share_window_and_warmup():
 
 
 def test_latency_pairs_have_no_warmup_like_perftest():
-    bench = cp.Metric("lat", "send", 64).bench_args(options())
+    bench = cp.Metric("lat", "send", 64).bench_args(options(server_dev="mlx5_0", client_dev="mlx5_1"))
     assert flag(bench, "--warmup") == "0" and flag(bench, "-I") == "236"
 
 
-def test_inline_none_gives_both_tools_zero():
-    a = options(inline="none")
+@pytest.mark.parametrize("devices", [("softnic0", "softnic1"), ("rxe0", "rxe1"), ("mlx5_0", "rxe0")])
+def test_inline_auto_gives_both_tools_zero_where_perftest_does_not_know_the_device(devices):
+    a = options(server_dev=devices[0], client_dev=devices[1])
     m = cp.Metric("lat", "write", 64)
     assert flag(m.perftest_args(a), "-I") == flag(m.bench_args(a), "-I") == "0"
 

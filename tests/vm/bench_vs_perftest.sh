@@ -18,7 +18,7 @@ compare=(/usr/bin/python3 benchmarks/peers/compare_perftest.py --backend verbs -
          --client-dev rxe1 --bench "$bench" --lat-sizes 64,4096 --bw-sizes 64,4096
          --lat-verbs write,read,send --bw-verbs write,read,send --runs "${VM_BENCH_RUNS:-3}"
          --lat-iters "${VM_BENCH_LAT_ITERS:-5000}" --bw-seconds "${VM_BENCH_BW_SECONDS:-1}"
-         --inline none "${@:3}")
+         "${@:3}")
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 "${compare[@]}" --guest-script "$work/pairs.sh"
