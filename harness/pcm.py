@@ -22,6 +22,7 @@ from .launch_local import Proc
 kIntervalS = 1.0
 kReadColumn = "PCIe Rd (B)"
 kWriteColumn = "PCIe Wr (B)"
+kLineBytes = 64  # PCM counts whole cache lines (PCIRdCur and friends), reported in bytes
 
 
 def unavailable_reason(cpuinfo_path: str = "/proc/cpuinfo", msr_path: str = "/dev/cpu/0/msr") -> Optional[str]:
@@ -124,4 +125,31 @@ def stop_sidecars(cars: list[Sidecar], backend: str) -> dict[str, Any]:
         except (OSError, ValueError) as exc:
             out[car.host.name] = {"available": False,
                                   "reason": f"pcm-pcie gave no samples ({exc}): {_last_error_line(car.err_path)}"}
+    return out
+
+
+def estimate_nic_misses(measured: dict[str, Any], roles: list[dict[str, Any]]) -> dict[str, Any]:
+    """Per host whose PCIe reads were measured: measured minus expected host-memory lines read
+    by devices, per operation. The expected lines are the bench's modeled `pcie_dma_read_lines`
+    (WQE, payload and RECV fetches, READ responses) of the roles on that host; what the NIC
+    reads beyond them is, to first order, its cache misses (QP contexts, WQEs, translations:
+    guide16 Sec. 4). An estimate: PCM counts every device on the socket."""
+    out: dict[str, Any] = {}
+    for host, m in measured.items():
+        if not isinstance(m, dict) or not m.get("available"):
+            continue
+        rows = [row for r in roles if r.get("host") == host and r.get("document")
+                for row in (((r["document"].get("pcie") or {}).get("modeled") or {}).get("rows") or [])]
+        results = [res for r in roles if r.get("host") == host and r.get("document")
+                   for res in r["document"].get("results", [])]
+        seconds = sum(res.get("duration_s") or 0 for res in results)
+        ops = sum(row.get("ops") or 0 for row in rows)
+        if not rows or seconds <= 0 or ops <= 0:
+            out[host] = {"available": False, "reason": "no modeled rows with operations and a duration on this host"}
+            continue
+        measured_lines = m["pcie_read_Bps"] * seconds / kLineBytes
+        modeled_lines = sum(row["total"].get("pcie_dma_read_lines", 0) for row in rows)
+        out[host] = {"available": True, "seconds": seconds, "ops": ops, "measured_read_lines": measured_lines,
+                     "modeled_read_lines": modeled_lines,
+                     "extra_read_lines_per_op": (measured_lines - modeled_lines) / ops}
     return out

@@ -270,6 +270,8 @@ class PointRunner:
             finally:
                 signal.pthread_sigmask(signal.SIG_SETMASK, blocked)
         record["roles"], failure = self._collect(placed, failure)
+        record["provenance"]["pcie_estimated_nic_misses"] = pcm.estimate_nic_misses(
+            record["provenance"]["pcie_measured"], record["roles"])
         return self._finish(record, exp, inv.hosts, failure, t0)
 
     def _collect(self, placed: list[Placed], failure: Optional[str]) -> tuple[list[dict[str, Any]], Optional[str]]:

@@ -91,11 +91,13 @@ struct PcieBytes {
   uint64_t d2h_tlps = 0;
   uint64_t mmio_lines = 0;    // write-combined 64 B lines (the MMIO resource's unit)
   uint64_t dma_reads = 0;     // read requests issued (round trips on the PCIe RTT)
+  uint64_t dma_read_lines = 0;  // 64 B host-memory lines the reads touch (what uncore counters such as PCM count)
 
   constexpr uint64_t h2d_B() const { return mmio_B + dma_cpl_B; }
   constexpr PcieBytes& operator+=(const PcieBytes& o) {
     mmio_B += o.mmio_B; dma_cpl_B += o.dma_cpl_B; d2h_B += o.d2h_B;
     h2d_tlps += o.h2d_tlps; d2h_tlps += o.d2h_tlps; mmio_lines += o.mmio_lines; dma_reads += o.dma_reads;
+    dma_read_lines += o.dma_read_lines;
     return *this;
   }
 };
@@ -128,6 +130,7 @@ constexpr PcieBytes DmaRead(uint64_t bytes, const PcieParams& p) {
   b.dma_cpl_B = bytes + completions * p.cpl_hdr_B;
   b.h2d_tlps = completions;
   b.dma_reads = requests;
+  b.dma_read_lines = CeilDiv(bytes, kCacheLineBytes);  // line-aligned buffers
   return b;
 }
 

@@ -31,6 +31,7 @@ struct ModeledCounters {
   uint64_t pcie_h2d_tlps = 0;
   uint64_t pcie_d2h_tlps = 0;
   uint64_t pcie_dma_reads = 0;       // read requests (each a PCIe round trip)
+  uint64_t pcie_dma_read_lines = 0;  // host-memory lines the NIC reads: what PCM's "PCIe Rd" counts, / 64
   uint64_t wire_tx_bytes = 0, wire_tx_packets = 0;
   uint64_t wire_rx_bytes = 0, wire_rx_packets = 0;
 };
@@ -42,6 +43,7 @@ inline void Add(ModeledCounters& c, const PcieBytes& b) {
   c.pcie_h2d_tlps += b.h2d_tlps;
   c.pcie_d2h_tlps += b.d2h_tlps;
   c.pcie_dma_reads += b.dma_reads;
+  c.pcie_dma_read_lines += b.dma_read_lines;
 }
 
 // One post_send of `wqes` WRs whose WQEs, each padded to cache lines, total `padded_bytes`:

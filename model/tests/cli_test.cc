@@ -1,4 +1,6 @@
 // Contract 3: `rdmalab-model predict --json < point.json` for every mode, and CLI errors.
+#include <unistd.h>
+
 #include <gtest/gtest.h>
 
 #include <cstdio>
@@ -17,7 +19,10 @@ struct CliRun {
 };
 
 CliRun Cli(const std::string& args, const std::string& stdin_text = "") {
-  std::string in = testing::TempDir() + "model_cli_in.json", err = testing::TempDir() + "model_cli_err.txt";
+  // ctest runs each test as its own process, in parallel: the files carry the PID.
+  const std::string tag = std::to_string(getpid());
+  std::string in = testing::TempDir() + "model_cli_in." + tag + ".json";
+  std::string err = testing::TempDir() + "model_cli_err." + tag + ".txt";
   std::ofstream(in) << stdin_text;
   std::string cmd = "timeout 60 " + std::string(RDMALAB_MODEL_CLI) + " " + args + " < " + in + " 2> " + err;
   CliRun r{0, "", ""};
@@ -28,6 +33,8 @@ CliRun Cli(const std::string& args, const std::string& stdin_text = "") {
   r.status = pclose(p);
   std::ifstream e(err);
   r.err.assign(std::istreambuf_iterator<char>(e), std::istreambuf_iterator<char>());
+  std::remove(in.c_str());
+  std::remove(err.c_str());
   return r;
 }
 

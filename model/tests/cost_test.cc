@@ -123,6 +123,12 @@ TEST(Cost, WriteWithImmediateCompletesARecvAndCarriesImmDt) {
   EXPECT_EQ(Wire(w, WireParams{}).req_B - plain_wire, 4u);  // ImmDt
 }
 
+TEST(Cost, DmaReadsTouchWholeHostMemoryLines) {  // what uncore counters (PCM) see
+  EXPECT_EQ(DmaRead(100, Gen3x16()).dma_read_lines, 2u);
+  EXPECT_EQ(DmaRead(16, Gen3x16()).dma_read_lines, 1u);  // a RECV WQE costs a whole line
+  EXPECT_EQ(DmaWrite(100, Gen3x16()).dma_read_lines, 0u);
+}
+
 TEST(Cost, RecvFetchesItsWqeWritesPayloadAndCqe) {
   WrShape s{Opcode::kSend, Transport::kUd, 32};
   PcieBytes b = Responder(s, WqeLayout{}, Gen3x16());

@@ -64,6 +64,7 @@ MessageCounts CountsOfShape(uint64_t key) {
   at(kPcieH2dTlps) = modeled.pcie_h2d_tlps;
   at(kPcieD2hTlps) = modeled.pcie_d2h_tlps;
   at(kPcieDmaReads) = modeled.pcie_dma_reads;
+  at(kPcieDmaReadLines) = modeled.pcie_dma_read_lines;
   at(kWireTxBytes) = modeled.wire_tx_bytes;
   at(kWireTxPackets) = modeled.wire_tx_packets;
   at(kWireRxBytes) = modeled.wire_rx_bytes;

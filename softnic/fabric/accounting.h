@@ -172,8 +172,8 @@ class PostCost {
     }
     model::ModeledCounters post;
     model::AccountPost(model::DeviceModel{}, wqes_, padded_bytes_, first_wqe_bytes_, post);
-    const uint64_t pcie[] = {post.pcie_mmio_bytes, post.pcie_dma_cpl_bytes, post.pcie_d2h_bytes,
-                             post.pcie_h2d_tlps,   post.pcie_d2h_tlps,      post.pcie_dma_reads};
+    const uint64_t pcie[] = {post.pcie_mmio_bytes, post.pcie_dma_cpl_bytes, post.pcie_d2h_bytes, post.pcie_h2d_tlps,
+                             post.pcie_d2h_tlps,   post.pcie_dma_reads,     post.pcie_dma_read_lines};
     CountRun(requester, kPcieMmioBytes, pcie);
     const uint64_t doorbell[] = {1, wqes_};
     CountRun(requester, kDoorbells, doorbell);

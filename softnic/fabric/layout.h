@@ -13,7 +13,7 @@
 namespace softnic {
 
 constexpr uint32_t kFabricMagic = 0x534e4943;  // "SNIC"
-constexpr uint32_t kFabricLayoutVersion = 4;  // bump with every change to this file's shared structs
+constexpr uint32_t kFabricLayoutVersion = 5;  // bump with every change to this file's shared structs
 constexpr uint32_t kMaxDevices = 16;
 constexpr uint32_t kDefaultDevices = 2;
 constexpr uint32_t kMaxProcesses = 128;
@@ -66,6 +66,7 @@ enum Counter : uint32_t {
   kPcieH2dTlps,
   kPcieD2hTlps,
   kPcieDmaReads,
+  kPcieDmaReadLines,
   kWireTxBytes,
   kWireTxPackets,
   kWireRxBytes,
@@ -93,7 +94,7 @@ inline constexpr const char* kCounterNames[] = {
     "tx_packets", "tx_bytes", "rx_packets", "rx_bytes",
     // modeled (the names of rdmalab-bench's pcie.modeled counters)
     "pcie_mmio_bytes", "pcie_dma_cpl_bytes", "pcie_d2h_bytes", "pcie_h2d_tlps", "pcie_d2h_tlps",
-    "pcie_dma_reads", "wire_tx_bytes", "wire_tx_packets", "wire_rx_bytes", "wire_rx_packets",
+    "pcie_dma_reads", "pcie_dma_read_lines", "wire_tx_bytes", "wire_tx_packets", "wire_rx_bytes", "wire_rx_packets",
     "doorbells", "work_requests",
     // events
     "dropped_no_recv", "dropped_fault", "dropped_device_down", "dropped_no_destination", "dropped_access",

@@ -25,6 +25,7 @@ constexpr std::pair<const char*, ModeledField> kModeled[] = {
     {"pcie_h2d_tlps", &model::ModeledCounters::pcie_h2d_tlps},
     {"pcie_d2h_tlps", &model::ModeledCounters::pcie_d2h_tlps},
     {"pcie_dma_reads", &model::ModeledCounters::pcie_dma_reads},
+    {"pcie_dma_read_lines", &model::ModeledCounters::pcie_dma_read_lines},
     {"wire_tx_bytes", &model::ModeledCounters::wire_tx_bytes},
     {"wire_tx_packets", &model::ModeledCounters::wire_tx_packets},
     {"wire_rx_bytes", &model::ModeledCounters::wire_rx_bytes},

@@ -94,3 +94,18 @@ def test_sidecar_runs_through_the_hosts_launcher(tmp_path, monkeypatch, body, ex
         assert out["available"] is True and out["samples"] == 2
     else:
         assert out["available"] is False and expect in out["reason"]
+
+
+def test_estimated_nic_misses_are_measured_minus_modeled_lines_per_op():
+    measured = pcm.parse_pcie_csv((kData / "pcm-pcie-skx.csv").read_text())  # ~1.0 GB/s of device reads
+    document = {"results": [{"size_bytes": 64, "ops": 1_000_000, "duration_s": 2.0}],
+                "pcie": {"modeled": {"rows": [{"ops": 1_000_000, "total": {"pcie_dma_read_lines": 20_000_000}}]}}}
+    roles = [{"role": "server", "host": "node0", "document": document},
+             {"role": "client", "host": "node1", "document": document}]
+    out = pcm.estimate_nic_misses({"node0": {"available": True, **measured},
+                                   "node1": {"available": False, "reason": "AMD"}}, roles)
+    assert set(out) == {"node0"}
+    lines = measured["pcie_read_Bps"] * 2.0 / 64
+    assert out["node0"]["measured_read_lines"] == pytest.approx(lines)
+    assert out["node0"]["extra_read_lines_per_op"] == pytest.approx((lines - 20_000_000) / 1_000_000)
+    assert pcm.estimate_nic_misses({"available": False, "reason": "backend softnic"}, roles) == {}
