@@ -62,13 +62,21 @@ class Rv:
         return reply
 
 
+def write_pid_file(directory, name, pid):
+    """Whole or absent: the harness may stop this process at any instruction (a Ctrl-C test
+    interrupts it mid-start), and a reader must never find an empty pid file."""
+    path = os.path.join(directory, name)
+    with open(path + ".tmp", "w") as f:
+        f.write(str(pid))
+    os.replace(path + ".tmp", path)
+
+
 def main():
     args, params = parse()
     me = f"{args.role}/{args.index}"
     misbehave = args.fake_behavior if args.fake_target == me else "ok"
     if args.fake_pid_dir:
-        with open(os.path.join(args.fake_pid_dir, f"{args.role}-{args.index}.pid"), "w") as f:
-            f.write(str(os.getpid()))
+        write_pid_file(args.fake_pid_dir, f"{args.role}-{args.index}.pid", os.getpid())
     rv = Rv(args.rendezvous, os.environ["RDMALAB_RENDEZVOUS_TOKEN"], args.role, args.index)
     rv.call({"op": "put", "key": f"{me}/qp", "value": {"qpn": 100 + args.index, "dev": args.dev, "pid": os.getpid()}})
     if args.role == "server":
@@ -90,8 +98,7 @@ def main():
         signal.signal(signal.SIGTERM, signal.SIG_IGN)
         child = subprocess.Popen(["sleep", "300"])
         if args.fake_pid_dir:
-            with open(os.path.join(args.fake_pid_dir, f"{args.role}-{args.index}-child.pid"), "w") as f:
-                f.write(str(child.pid))
+            write_pid_file(args.fake_pid_dir, f"{args.role}-{args.index}-child.pid", child.pid)
         while True:
             time.sleep(1)
     size = int(params.get("size", 64))
