@@ -36,6 +36,25 @@ struct ModeledCounters {
   uint64_t wire_rx_bytes = 0, wire_rx_packets = 0;
 };
 
+// Every counter by name, in this order wherever a list of them is kept: rdmalab-bench's
+// pcie.modeled keys and softnic's modeled counters (softnic/fabric/layout.h checks its order).
+struct ModeledCounterField {
+  const char* name;
+  uint64_t ModeledCounters::*field;
+};
+inline constexpr ModeledCounterField kModeledCounterFields[] = {
+    {"pcie_mmio_bytes", &ModeledCounters::pcie_mmio_bytes},
+    {"pcie_dma_cpl_bytes", &ModeledCounters::pcie_dma_cpl_bytes},
+    {"pcie_d2h_bytes", &ModeledCounters::pcie_d2h_bytes},
+    {"pcie_h2d_tlps", &ModeledCounters::pcie_h2d_tlps},
+    {"pcie_d2h_tlps", &ModeledCounters::pcie_d2h_tlps},
+    {"pcie_dma_reads", &ModeledCounters::pcie_dma_reads},
+    {"pcie_dma_read_lines", &ModeledCounters::pcie_dma_read_lines},
+    {"wire_tx_bytes", &ModeledCounters::wire_tx_bytes},
+    {"wire_tx_packets", &ModeledCounters::wire_tx_packets},
+    {"wire_rx_bytes", &ModeledCounters::wire_rx_bytes},
+    {"wire_rx_packets", &ModeledCounters::wire_rx_packets}};
+
 inline void Add(ModeledCounters& c, const PcieBytes& b) {
   c.pcie_mmio_bytes += b.mmio_B;
   c.pcie_dma_cpl_bytes += b.dma_cpl_B;

@@ -24,13 +24,9 @@ m::Transport ModelTransport(ibv_qp_type type) {
 }
 
 json CountersJson(const m::ModeledCounters& c, double scale) {
-  auto v = [scale](std::uint64_t x) { return static_cast<double>(x) * scale; };
-  return {{"pcie_mmio_bytes", v(c.pcie_mmio_bytes)},     {"pcie_dma_cpl_bytes", v(c.pcie_dma_cpl_bytes)},
-          {"pcie_d2h_bytes", v(c.pcie_d2h_bytes)},       {"pcie_h2d_tlps", v(c.pcie_h2d_tlps)},
-          {"pcie_d2h_tlps", v(c.pcie_d2h_tlps)},         {"pcie_dma_reads", v(c.pcie_dma_reads)},
-          {"pcie_dma_read_lines", v(c.pcie_dma_read_lines)},
-          {"wire_tx_bytes", v(c.wire_tx_bytes)},         {"wire_tx_packets", v(c.wire_tx_packets)},
-          {"wire_rx_bytes", v(c.wire_rx_bytes)},         {"wire_rx_packets", v(c.wire_rx_packets)}};
+  json out = json::object();
+  for (const auto& [name, field] : m::kModeledCounterFields) out[name] = static_cast<double>(c.*field) * scale;
+  return out;
 }
 
 }  // namespace

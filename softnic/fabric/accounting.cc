@@ -58,17 +58,7 @@ MessageCounts CountsOfShape(uint64_t key) {
     at(requester ? kTxPackets : kRxPackets) = packets;
     at(requester ? kTxBytes : kRxBytes) = bytes;
   }
-  at(kPcieMmioBytes) = modeled.pcie_mmio_bytes;
-  at(kPcieDmaCplBytes) = modeled.pcie_dma_cpl_bytes;
-  at(kPcieD2hBytes) = modeled.pcie_d2h_bytes;
-  at(kPcieH2dTlps) = modeled.pcie_h2d_tlps;
-  at(kPcieD2hTlps) = modeled.pcie_d2h_tlps;
-  at(kPcieDmaReads) = modeled.pcie_dma_reads;
-  at(kPcieDmaReadLines) = modeled.pcie_dma_read_lines;
-  at(kWireTxBytes) = modeled.wire_tx_bytes;
-  at(kWireTxPackets) = modeled.wire_tx_packets;
-  at(kWireRxBytes) = modeled.wire_rx_bytes;
-  at(kWireRxPackets) = modeled.wire_rx_packets;
+  ModeledValues(modeled, &at(kFirstModeledCounter));
   return counts;
 }
 

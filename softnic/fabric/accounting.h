@@ -39,6 +39,21 @@ inline model::DeviceModel ModeledDevice(LinkLayer link_layer, uint32_t path_mtu_
   return device;
 }
 
+// The modeled counters are model::kModeledCounterFields, in that order and by those names.
+constexpr bool ModeledCountersFollowTheModel() {
+  uint32_t c = kFirstModeledCounter;
+  for (const auto& [name, field] : model::kModeledCounterFields) {
+    if (c > kLastModeledCounter || !SameName(kCounterNames[c++], name)) return false;
+  }
+  return c == kLastModeledCounter + 1;
+}
+static_assert(ModeledCountersFollowTheModel());
+
+// Writes `modeled` into the counter run `values` starts at kFirstModeledCounter of.
+inline void ModeledValues(const model::ModeledCounters& modeled, uint64_t* values) {
+  for (const auto& [name, field] : model::kModeledCounterFields) *values++ = modeled.*field;
+}
+
 // One delivered message, as the model sees it.
 struct TransferShape {
   model::WrShape wr;
@@ -172,11 +187,11 @@ class PostCost {
     }
     model::ModeledCounters post;
     model::AccountPost(model::DeviceModel{}, wqes_, padded_bytes_, first_wqe_bytes_, post);
-    const uint64_t pcie[] = {post.pcie_mmio_bytes, post.pcie_dma_cpl_bytes, post.pcie_d2h_bytes, post.pcie_h2d_tlps,
-                             post.pcie_d2h_tlps,   post.pcie_dma_reads,     post.pcie_dma_read_lines};
-    CountRun(requester, kPcieMmioBytes, pcie);
-    const uint64_t doorbell[] = {1, wqes_};
-    CountRun(requester, kDoorbells, doorbell);
+    uint64_t counts[kLastShapeCounter - kFirstModeledCounter + 1];
+    ModeledValues(post, counts);
+    counts[kDoorbells - kFirstModeledCounter] = 1;
+    counts[kWorkRequests - kFirstModeledCounter] = wqes_;
+    CountRun(requester, kFirstModeledCounter, counts);
   }
 
  private:

@@ -102,6 +102,11 @@ inline constexpr const char* kCounterNames[] = {
 
 static_assert(sizeof(kCounterNames) / sizeof(kCounterNames[0]) == kCounterCount);
 
+constexpr bool SameName(const char* a, const char* b) {
+  while (*a != 0 && *a == *b) ++a, ++b;
+  return *a == *b;
+}
+
 // How many messages of one shape a lane counted (accounting.h): the counters a shape adds
 // per message are a pure function of its key, so the hot path adds 1 here and readers
 // multiply. key 0 = free.

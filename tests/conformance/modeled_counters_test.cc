@@ -4,7 +4,6 @@
 // The expected values are computed here from the WR shapes the test posts, not from
 // anything softnic reports.
 #include <map>
-#include <utility>
 
 #include "model/wr_accounting.h"
 #include "softnic_tool.h"
@@ -16,20 +15,8 @@ namespace model = rdmalab::model;
 
 constexpr uint32_t kWrsPerCase = 24;
 constexpr size_t kBufferBytes = 64 * 1024;
-using ModeledField = uint64_t model::ModeledCounters::*;
-// softnic's modeled counter names (those of rdmalab-bench's pcie.modeled) and the model's fields.
-constexpr std::pair<const char*, ModeledField> kModeled[] = {
-    {"pcie_mmio_bytes", &model::ModeledCounters::pcie_mmio_bytes},
-    {"pcie_dma_cpl_bytes", &model::ModeledCounters::pcie_dma_cpl_bytes},
-    {"pcie_d2h_bytes", &model::ModeledCounters::pcie_d2h_bytes},
-    {"pcie_h2d_tlps", &model::ModeledCounters::pcie_h2d_tlps},
-    {"pcie_d2h_tlps", &model::ModeledCounters::pcie_d2h_tlps},
-    {"pcie_dma_reads", &model::ModeledCounters::pcie_dma_reads},
-    {"pcie_dma_read_lines", &model::ModeledCounters::pcie_dma_read_lines},
-    {"wire_tx_bytes", &model::ModeledCounters::wire_tx_bytes},
-    {"wire_tx_packets", &model::ModeledCounters::wire_tx_packets},
-    {"wire_rx_bytes", &model::ModeledCounters::wire_rx_bytes},
-    {"wire_rx_packets", &model::ModeledCounters::wire_rx_packets}};
+// softnic reports them by the model's names (the names of rdmalab-bench's pcie.modeled).
+constexpr const auto& kModeled = model::kModeledCounterFields;
 
 uint64_t ModeledOf(const nlohmann::json& counters, const std::string& device, const std::string& name) {
   for (const nlohmann::json& entry : counters["devices"]) {
