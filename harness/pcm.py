@@ -138,11 +138,9 @@ def estimate_nic_misses(measured: dict[str, Any], roles: list[dict[str, Any]]) -
     for host, m in measured.items():
         if not isinstance(m, dict) or not m.get("available"):
             continue
-        rows = [row for r in roles if r.get("host") == host and r.get("document")
-                for row in (((r["document"].get("pcie") or {}).get("modeled") or {}).get("rows") or [])]
-        results = [res for r in roles if r.get("host") == host and r.get("document")
-                   for res in r["document"].get("results", [])]
-        seconds = sum(res.get("duration_s") or 0 for res in results)
+        documents = [r["document"] for r in roles if r.get("host") == host and r.get("document")]
+        rows = [row for d in documents for row in (((d.get("pcie") or {}).get("modeled") or {}).get("rows") or [])]
+        seconds = sum(res.get("duration_s") or 0 for d in documents for res in d.get("results", []))
         ops = sum(row.get("ops") or 0 for row in rows)
         if not rows or seconds <= 0 or ops <= 0:
             out[host] = {"available": False, "reason": "no modeled rows with operations and a duration on this host"}

@@ -48,6 +48,11 @@ _PERFTEST_INLINE_USED = re.compile(r"Max inline data\s*:\s*(\d+)\s*\[B\]")
 _UNMEASURABLE = re.compile(r"^\s*\d+\s+\d+\s+inf\b", re.M)
 
 
+def runs_perftest(side: str, a) -> bool:
+    """Whether a pair's side is perftest: always the first, the second too in the A/A control."""
+    return side == "perftest" or a.against == "perftest"
+
+
 def inline_policy(a) -> str:
     """--inline auto: perftest's inline defaults apply to Mellanox devices only."""
     if a.inline != "auto":
@@ -242,7 +247,7 @@ def guest_script(a) -> str:
             order = ("perftest", "rdmalab") if round_index % 2 == 0 else ("rdmalab", "perftest")
             for side in order:
                 port += 1
-                if side == "perftest" or a.against == "perftest":
+                if runs_perftest(side, a):
                     args = m.perftest_args(a)
                     tool, extra, json_file = args[0], ["-F"], ""
                     args = args[1:]
@@ -274,11 +279,10 @@ def parse_guest_log(a, log: str) -> list[dict]:
                 try:
                     if status != "client=0 server=0":
                         raise ParseError(f"{key}: {status}")
-                    runs_perftest = side == "perftest" or a.against == "perftest"
-                    if runs_perftest and perftest_unmeasurable(text):
+                    if runs_perftest(side, a) and perftest_unmeasurable(text):
                         record["perftest_unmeasurable"] = perftest_unmeasurable(text)
                         continue
-                    if runs_perftest:
+                    if runs_perftest(side, a):
                         check_perftest_inline(text, m, a)
                         values[side] = (perftest_lat_us if m.kind == "lat" else perftest_rate_mpps)(text)
                     else:
