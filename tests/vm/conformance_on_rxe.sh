@@ -11,6 +11,5 @@ binary=$build/bin/conformance
 
 excluded=$(grep -v '^\s*#' tests/vm/rxe_differences.txt | grep -v '^\s*$' | sed 's/ | .*//' | paste -sd: -)
 echo "conformance_on_rxe: excluding $(grep -cv '^\s*#\|^\s*$' tests/vm/rxe_differences.txt) documented differences (tests/vm/rxe_differences.txt)"
-# The guest's IPv4 GID index is in $RXE_GID_INDEX (set by the guest init).
-exec scripts/rxe-vm -t 900 -f "$binary" -- sh -c \
-  "RDMALAB_DEVICE=rxe0 RDMALAB_PEER_DEVICE=rxe1 RDMALAB_GID_INDEX=\$RXE_GID_INDEX $binary --gtest_filter='-$excluded'"
+exec scripts/rxe-vm -t 900 -f "$binary" -f "$root/tests/vm/conformance_guest.sh" -- \
+  bash "$root/tests/vm/conformance_guest.sh" "$binary" "$excluded"
