@@ -26,8 +26,20 @@ UCX = ("iterations,50.0_percentile_lat,avg_lat,overall_lat,avg_bw,overall_bw,avg
        "100000,0.055,0.058,0.058,131.01,131.01,17171825,17171825\n")
 
 
+# -H (histogram): every sorted sample after "#, usec", then the usual table.
+LAT_SAMPLES = (f"{RULE}\n"
+               " #bytes #iterations    t_min[usec]    t_max[usec]  t_typical[usec]    t_avg[usec]    "
+               "t_stdev[usec]   99% percentile[usec]   99.9% percentile[usec] \n"
+               "#, usec\n1, 0.260389\n2, 0.260389\n3, 0.265396\n4, 0.275410\n5, 0.390583\n"
+               f"{RULE}\n" + LAT.split("\n", 1)[1])
+
+
 def test_perftest_latency_is_t_typical():
     assert c.perftest_lat_us(LAT) == pytest.approx(0.08)
+
+
+def test_perftest_latency_with_samples_is_their_median_at_full_resolution():
+    assert c.perftest_lat_us(LAT_SAMPLES) == pytest.approx(0.265396)
 
 
 def test_perftest_rate_is_msgrate():
@@ -41,6 +53,7 @@ def test_ucx_csv():
 
 @pytest.mark.parametrize("parse,text", [(c.perftest_lat_us, BW), (c.perftest_rate_mpps, LAT),
                                         (c.perftest_lat_us, "Couldn't connect to 127.0.0.1:18515\n"),
+                                        (c.perftest_lat_us, "#, usec\n" + RULE + "\n"),
                                         (c.ucx_lat_us, "Waiting for connection...\n")])
 def test_wrong_or_missing_output_is_an_error(parse, text):
     with pytest.raises(c.ParseError):
