@@ -1,13 +1,17 @@
-// A bounded multi-producer multi-consumer ring in shared memory (Vyukov's sequence-number
-// queue). Completion queues, receive queues and SRQs are rings: a CQ has producers in
-// several processes (local send completions, remote receivers' completions); a receive
-// queue or SRQ has one producer (its owner's post_recv) and consumers in every sender.
+// A bounded multi-producer multi-consumer ring in shared memory. Completion queues, receive
+// queues and SRQs are rings: a CQ has producers in several processes (local send
+// completions, remote receivers' completions); a receive queue or SRQ has one producer (its
+// owner's post_recv) and consumers in every sender.
 //
 // Contract: any number of producers and consumers, in any processes that map the ring.
-// A producer claims a position with a relaxed CAS on enqueue_pos, writes the payload and
-// publishes it with a release store of the slot sequence; a consumer acquires the sequence
-// before reading. No locks, no allocation, no system calls (except sched_yield while a
-// producer waits for a consumer that is preempted in the middle of a pop, see TryPush).
+// A producer claims a position with a CAS on enqueue_pos, writes the payload and publishes
+// it with a release store of the slot's sequence (position + 1). A consumer copies a
+// published payload out first and then claims it with a CAS on dequeue_pos; a failed claim
+// discards the copy. So only producers write slots, and a slot is free again as soon as
+// dequeue_pos has passed it. Producers learn that from a cached dequeue_pos, re-read only
+// when the cache says full: in steady state a producer reads no cache line a consumer
+// wrote, and a consumer reads only the lines it polls (the cross-core transfers of a
+// message are the payload's, as with a NIC's DMA). No locks, no allocation, no system calls.
 #pragma once
 
 #include <atomic>
@@ -61,14 +65,6 @@ inline uint32_t RoundUpPowerOfTwo(uint32_t value) {
   return power;
 }
 
-// How long a producer waits for a consumer that claimed a slot's entry but has not finished
-// reading it (normally nanoseconds; a scheduler quantum when the consumer is preempted).
-inline constexpr uint64_t kClaimedSlotWaitNs = 200'000'000;
-inline constexpr uint32_t kClaimedSlotSpinsBeforeYield = 1024;
-
-// One wait step; false once the wait has lasted kClaimedSlotWaitNs. Cold path.
-bool WaitForClaimedSlot(uint32_t& waits, uint64_t& deadline_ns);
-
 class Ring {
  public:
   Ring() = default;
@@ -94,56 +90,66 @@ class Ring {
   RingHeader* header() const { return header_; }
   bool valid() const { return header_ != nullptr; }
 
-  // Calls fill(void* payload) in a claimed slot. False when the ring is full: when the
-  // slot still holds an entry no consumer has claimed. A slot whose entry a consumer has
-  // claimed (dequeue_pos is past it) but not finished reading does not make the ring full
-  // (fewer than `capacity` entries are outstanding): the producer waits for that consumer,
-  // up to kClaimedSlotWaitNs, and reports full only if it never finishes (it died mid-pop).
+  // Calls fill(void* payload) in a claimed slot. False when the ring is full.
   template <typename Fill>
   bool TryPush(Fill&& fill) {
     uint64_t pos = header_->enqueue_pos.load(std::memory_order_relaxed);
-    uint32_t waits = 0;
-    uint64_t wait_deadline_ns = 0;
     for (;;) {
-      RingSlot* slot = Slot(pos & mask_);
-      uint64_t sequence = slot->sequence.load(std::memory_order_acquire);
-      int64_t diff = static_cast<int64_t>(sequence - pos);
-      if (diff == 0) {
-        if (header_->enqueue_pos.compare_exchange_weak(pos, pos + 1, std::memory_order_relaxed)) {
-          fill(Payload(slot));
-          slot->sequence.store(pos + 1, std::memory_order_release);
-          return true;
+      // Acquire (here and on dequeue_pos) pairs with the consumers' release claims: their
+      // copies of a slot's previous entry are done before fill() overwrites it.
+      if (pos - __atomic_load_n(&dequeue_seen_, __ATOMIC_ACQUIRE) > mask_) {
+        // Looks full: refresh the cache. dequeue_pos only grows, so any value read is a
+        // safe lower bound for every thread sharing this handle.
+        uint64_t dequeued = header_->dequeue_pos.load(std::memory_order_acquire);
+        __atomic_store_n(&dequeue_seen_, dequeued, __ATOMIC_RELEASE);
+        if (pos - dequeued > mask_) {
+          uint64_t now = header_->enqueue_pos.load(std::memory_order_relaxed);
+          if (now == pos) return false;
+          pos = now;
+          continue;
         }
-      } else if (diff < 0) {
-        const uint64_t previous_lap = pos - (uint64_t{mask_} + 1);
-        if (header_->dequeue_pos.load(std::memory_order_acquire) <= previous_lap) return false;
-        if (!WaitForClaimedSlot(waits, wait_deadline_ns)) return false;
-        pos = header_->enqueue_pos.load(std::memory_order_relaxed);
-      } else {
-        pos = header_->enqueue_pos.load(std::memory_order_relaxed);
+      }
+      if (header_->enqueue_pos.compare_exchange_weak(pos, pos + 1, std::memory_order_relaxed)) {
+        RingSlot* slot = Slot(pos & mask_);
+        fill(Payload(slot));
+        slot->sequence.store(pos + 1, std::memory_order_release);
+        return true;
       }
     }
   }
 
-  // Calls take(const void* payload) on the oldest entry. False when the ring is empty.
-  template <typename Take>
-  bool TryPop(Take&& take) {
+  // Copies the oldest entry's first `bytes` (at most payload_bytes) to `out`. False when
+  // the ring is empty. `dequeued`, if given, receives the dequeue count after this pop:
+  // whoever later learns it (a receive completion carries it to the ring's owner) can pass
+  // it to NoteDequeued and spare the producer a read of the consumers' line.
+  bool TryPop(void* out, size_t bytes, uint64_t* dequeued = nullptr) {
     uint64_t pos = header_->dequeue_pos.load(std::memory_order_relaxed);
     for (;;) {
       RingSlot* slot = Slot(pos & mask_);
       uint64_t sequence = slot->sequence.load(std::memory_order_acquire);
       int64_t diff = static_cast<int64_t>(sequence - (pos + 1));
+      if (diff < 0) return false;
       if (diff == 0) {
-        if (header_->dequeue_pos.compare_exchange_weak(pos, pos + 1, std::memory_order_relaxed)) {
-          take(static_cast<const void*>(Payload(slot)));
-          slot->sequence.store(pos + mask_ + 1, std::memory_order_release);
+        // The copy may race with a producer refilling the slot only if another consumer
+        // claimed `pos` first, and then the claim below fails and the copy is dropped.
+        std::memcpy(out, Payload(slot), bytes);
+        if (header_->dequeue_pos.compare_exchange_weak(pos, pos + 1, std::memory_order_release,
+                                                       std::memory_order_relaxed)) {
+          if (dequeued != nullptr) *dequeued = pos + 1;
           return true;
         }
-      } else if (diff < 0) {
-        return false;
       } else {
         pos = header_->dequeue_pos.load(std::memory_order_relaxed);
       }
+    }
+  }
+
+  // Raises the producers' free-space cache to `dequeued`, a dequeue count known to have
+  // been reached (with happens-before to that pop, e.g. through its completion). A racing
+  // update may leave the cache lower: it is a lower bound either way.
+  void NoteDequeued(uint64_t dequeued) {
+    if (dequeued > __atomic_load_n(&dequeue_seen_, __ATOMIC_RELAXED)) {
+      __atomic_store_n(&dequeue_seen_, dequeued, __ATOMIC_RELEASE);
     }
   }
 
@@ -164,6 +170,8 @@ class Ring {
   uint8_t* slots_ = nullptr;
   uint64_t mask_ = 0;
   uint32_t slot_bytes_ = 0;
+  // This process's last read of header_->dequeue_pos (producers' free-space cache).
+  uint64_t dequeue_seen_ = 0;
 };
 
 }  // namespace softnic

@@ -40,10 +40,17 @@ bool TakeCountedEvent(std::atomic<uint32_t>& count) {
   return false;
 }
 
+// A completion frees its WQE's slot, as on a NIC: a send completion retires the send queue
+// up to it, a receive completion tells post_recv how far the receive ring was consumed.
 void Retire(Runtime* runtime, const SoftCq* cq, const Cqe& cqe) {
-  if (!cqe.is_send) return;
+  if (!cqe.is_send && cqe.recv_dequeued == 0) return;
   SoftQp* qp = runtime->local_qps[cq->device_index][cqe.qp_num & (kMaxQpsPerDevice - 1)];
-  if (qp != nullptr) qp->sq_retired.store(cqe.sq_retire, std::memory_order_release);
+  if (qp == nullptr) return;
+  if (cqe.is_send) {
+    qp->sq_retired.store(cqe.sq_retire, std::memory_order_release);
+  } else if (qp->ex.qp_base.qp_num == cqe.qp_num) {  // not a later QP in a reused slot
+    (qp->srq != nullptr ? qp->srq->ring : qp->recv_ring).NoteDequeued(cqe.recv_dequeued);
+  }
 }
 
 void ToWc(const Cqe& cqe, ibv_wc* wc) {
@@ -77,12 +84,10 @@ int PollCqOp(ibv_cq* ibcq, int entries, ibv_wc* wc) {
   Runtime* runtime = Runtime::Get();
   if (runtime->stalled_count.load(std::memory_order_relaxed) != 0) runtime->ProgressStalled();
   int polled = 0;
-  while (polled < entries && cq->ring.TryPop([&](const void* payload) {
-           const Cqe& cqe = *static_cast<const Cqe*>(payload);
-           ToWc(cqe, &wc[polled]);
-           Retire(runtime, cq, cqe);
-         })) {
-    ++polled;
+  Cqe cqe;
+  while (polled < entries && cq->ring.TryPop(&cqe, sizeof(cqe))) {
+    ToWc(cqe, &wc[polled++]);
+    Retire(runtime, cq, cqe);
   }
   if (polled == 0 && cq->ring.header()->overrun.load(std::memory_order_relaxed) != 0) {
     ReportOverrun(cq);
@@ -104,17 +109,14 @@ int ReqNotifyCqOp(ibv_cq* ibcq, int solicited_only) {
 // The extended poll API reads one entry at a time into cq->current.
 int TakeOne(SoftCq* cq) {
   Runtime* runtime = Runtime::Get();
-  bool got = cq->ring.TryPop([&](const void* payload) {
-    cq->current = *static_cast<const Cqe*>(payload);
-    Retire(runtime, cq, cq->current);
-  });
-  if (!got) {
+  if (!cq->ring.TryPop(&cq->current, sizeof(cq->current))) {
     if (cq->ring.header()->overrun.load(std::memory_order_relaxed) != 0) {
       ReportOverrun(cq);
       return EOVERFLOW;
     }
     return ENOENT;
   }
+  Retire(runtime, cq, cq->current);
   cq->ex.wr_id = cq->current.wr_id;
   cq->ex.status = static_cast<ibv_wc_status>(cq->current.status);
   return 0;

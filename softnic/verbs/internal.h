@@ -45,8 +45,11 @@ struct Cqe {
   uint8_t sl;
   uint8_t is_send;  // retires the send queue up to sq_retire
   uint32_t vendor_err;
+  // Receive completions: the receive ring's dequeue count once this WQE was taken, which
+  // tells the owner's post_recv that the slot is free (0: not known).
+  uint64_t recv_dequeued;
 };
-static_assert(sizeof(Cqe) == 48);
+static_assert(sizeof(Cqe) == 56);
 
 // A posted receive as it sits in a receive ring (followed by `num_sge` SGEs).
 struct RecvWqe {

@@ -268,7 +268,8 @@ void SetState(SoftQp* qp, ibv_qp_state state) {
 
 void ResetQueues(SoftQp* qp) {
   if (!qp->srq) {
-    while (qp->recv_ring.TryPop([](const void*) {})) {
+    RecvWqe discarded;
+    while (qp->recv_ring.TryPop(&discarded, sizeof(discarded))) {
     }
   }
   qp->pending.clear();

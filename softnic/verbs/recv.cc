@@ -70,10 +70,8 @@ int PostSrqRecvOp(ibv_srq* ibsrq, ibv_recv_wr* wr, ibv_recv_wr** bad_wr) {
 
 void FlushRecvQueue(SoftQp* qp) {
   if (qp->srq != nullptr) return;
-  uint64_t wr_id;
-  while (qp->recv_ring.TryPop([&](const void* payload) { wr_id = static_cast<const RecvWqe*>(payload)->wr_id; })) {
-    FlushRecvWr(qp, wr_id);
-  }
+  RecvWqe head;
+  while (qp->recv_ring.TryPop(&head, sizeof(head))) FlushRecvWr(qp, head.wr_id);
 }
 
 void InstallRecvOps(ibv_context_ops* ops, verbs_context*) {

@@ -181,9 +181,8 @@ void CountTransfer(Runtime* runtime, SoftQp* qp, const WorkRequest& wr, uint32_t
 }
 
 // Responder side of a message that consumes a RECV: take one, or report none.
-bool TakeRecv(Destination& destination, uint8_t* wqe_copy, uint32_t wqe_bytes) {
-  bool taken = destination.recv_queue.TryPop(
-      [&](const void* payload) { std::memcpy(wqe_copy, payload, wqe_bytes); });
+bool TakeRecv(Destination& destination, uint8_t* wqe_copy, uint32_t wqe_bytes, uint64_t* dequeued) {
+  bool taken = destination.recv_queue.TryPop(wqe_copy, wqe_bytes, dequeued);
   if (taken && destination.entry->uses_srq) {
     RingHeader* header = destination.recv_queue.header();
     uint32_t limit = header->srq_limit.load(std::memory_order_relaxed);
@@ -216,11 +215,11 @@ Outcome ExecuteSend(Runtime* runtime, SoftQp* qp, const WorkRequest& wr, Destina
   alignas(16) uint8_t wqe_storage[sizeof(RecvWqe) + sizeof(ibv_sge) * 64];
   auto* wqe = reinterpret_cast<RecvWqe*>(wqe_storage);
   uint32_t wqe_bytes = RecvWqeBytes(destination.entry->recv_sge_capacity);
-  if (wqe_bytes > sizeof(wqe_storage) || !TakeRecv(destination, wqe_storage, wqe_bytes)) {
+  Cqe cqe{};
+  if (wqe_bytes > sizeof(wqe_storage) || !TakeRecv(destination, wqe_storage, wqe_bytes, &cqe.recv_dequeued)) {
     if (reliable) return Stall(StallReason::kNoReceive);
     return Lose(runtime, qp, kDroppedNoRecv);
   }
-  Cqe cqe{};
   cqe.wr_id = wqe->wr_id;
   cqe.qp_num = destination.qpn;
   cqe.src_qp = qp->ex.qp_base.qp_num;
