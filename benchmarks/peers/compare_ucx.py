@@ -199,6 +199,7 @@ class Runner:
         env["LD_LIBRARY_PATH"] = self.a.softnic_lib + (":" + old if old else "")
         env["SOFTNIC_FABRIC"] = self.fabric
         env["SOFTNIC_LINK"] = self.a.link
+        env["SOFTNIC_SINGLE_THREADED"] = "1" if self.a.single_threaded else "0"
         return env
 
     def ucx_cmds(self, s: Side, port: int):
@@ -322,6 +323,9 @@ def main() -> int:
     p.add_argument("--lat-iters", type=int, default=100000, help="iterations of latency tests (100000)")
     p.add_argument("--bw-iters", type=int, default=1000000, help="iterations of message-rate tests (1000000)")
     p.add_argument("--link", choices=["ib", "roce"], default="ib", help="softnic link layer (ib)")
+    p.add_argument("--single-threaded", action="store_true",
+                   help="run softnic with SOFTNIC_SINGLE_THREADED=1 (fast posts skip the QP lock, as "
+                        "MLX5_SINGLE_THREADED on mlx5; ucx_perftest runs single-threaded too)")
     p.add_argument("--skip", action="append", default=[], choices=["softnic", "ucx", "floor"],
                    help="leave one side out (repeatable)")
     p.add_argument("--softnic-lib", default=str(build / "lib/softnic"), help="dir of softnic's libibverbs.so.1")
@@ -418,7 +422,7 @@ def main() -> int:
                          "target": None, "met": None, "met_by_best": None})
 
     print()
-    print(f"softnic ({a.link}) vs UCX {UCX_TLS} (UCT {' '.join(UCX_TRANSPORT)}), "
+    print(f"softnic ({a.link}{', SOFTNIC_SINGLE_THREADED=1' if a.single_threaded else ''}) vs UCX {UCX_TLS} (UCT {' '.join(UCX_TRANSPORT)}), "
           f"cores {a.server_core},{a.client_core}, median of {a.runs} runs; ratio: median of the "
           f"paired rounds' ratios; best-run ratio: each side's best run")
     print_table(rows)
@@ -440,7 +444,8 @@ def main() -> int:
                 "runs": a.runs,
                 "lat_iters": a.lat_iters,
                 "bw_iters": a.bw_iters,
-                "softnic": {"library_dir": a.softnic_lib, "link": a.link, "fabric": runner.fabric},
+                "softnic": {"library_dir": a.softnic_lib, "link": a.link, "fabric": runner.fabric,
+                            "single_threaded": a.single_threaded},
                 "ucx": {"UCX_TLS": UCX_TLS, "uct_transport": UCX_TRANSPORT},
                 "units": {"us": "microseconds, median of the tool's per-iteration latencies "
                                 "(perftest: the median of its -H samples; ucx: 50th percentile); one-way for "

@@ -215,6 +215,10 @@ struct SoftQp {
   uint64_t write_key_base;       // MessageKeyBase of this QP's RDMA WRITEs (fast path)
 
   std::atomic_flag lock = ATOMIC_FLAG_INIT;  // post_send (mlx5 takes the same per-QP lock)
+  // True while the progress thread may touch this QP (it is in Runtime::stalled); cleared
+  // with release after the last such access. SOFTNIC_SINGLE_THREADED posts skip the lock
+  // while it is false.
+  std::atomic<bool> shared_with_progress{false};
   uint32_t sq_posted;
   std::atomic<uint32_t> sq_retired;  // advanced by poll_cq when a send completion is read
 
@@ -287,6 +291,10 @@ class Runtime {
   std::condition_variable stalled_cv;  // the progress thread waits here while none is stalled
   std::vector<SoftQp*> stalled;
   std::atomic<uint32_t> stalled_count{0};
+  // SOFTNIC_SINGLE_THREADED=1: the application posts to and polls each QP and CQ from one
+  // thread at a time (as MLX5_SINGLE_THREADED promises mlx5), so a post that takes the
+  // fast path needs no QP lock.
+  bool single_threaded() const { return single_threaded_; }
   void AddStalled(SoftQp* qp);     // caller holds the QP lock
   void RemoveStalled(SoftQp* qp);  // caller holds the QP lock
   void ProgressStalled();
@@ -296,6 +304,7 @@ class Runtime {
   static Runtime* GetSlow(std::string* error);
   bool Init(std::string* error);
   static inline std::atomic<Runtime*> ready_{nullptr};  // hot paths: one load, no call_once
+  bool single_threaded_ = false;
   uint64_t MakeObjectIdFor(uint32_t serial) const;
   void StartProgressThread();
 

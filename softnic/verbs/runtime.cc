@@ -8,6 +8,7 @@
 #include <condition_variable>
 #include <cstdarg>
 #include <cstdio>
+#include <cstring>
 #include <cstdlib>
 #include <ctime>
 #include <thread>
@@ -60,6 +61,14 @@ Runtime* Runtime::GetSlow(std::string* error) {
 bool Runtime::Init(std::string* error) {
   FabricOptions options;
   if (!FabricOptionsFromEnvironment(&options, error)) return false;
+  if (const char* single = std::getenv("SOFTNIC_SINGLE_THREADED"); single && *single) {
+    if (std::strcmp(single, "0") != 0 && std::strcmp(single, "1") != 0) {
+      *error = std::string("SOFTNIC_SINGLE_THREADED='") + single +
+               "' is not valid: use 1 (one thread at a time per QP and CQ; posts skip the QP lock) or 0";
+      return false;
+    }
+    single_threaded_ = single[0] == '1';
+  }
   if (!fabric_.Attach(options, Fabric::Mode::kOpenOrCreate, error)) return false;
   uint64_t seed = 0;
   if (getrandom(&seed, sizeof(seed), 0) != sizeof(seed)) seed = NowNs() ^ uint64_t(getpid());
@@ -176,6 +185,7 @@ void Runtime::SignalChannel(uint64_t fifo_id) {
 void Runtime::AddStalled(SoftQp* qp) {
   if (qp->registered_stalled) return;
   qp->registered_stalled = true;
+  qp->shared_with_progress.store(true, std::memory_order_relaxed);  // published by the mutex
   {
     std::lock_guard<std::mutex> lock(stalled_mutex);
     stalled.push_back(qp);
@@ -191,6 +201,7 @@ void Runtime::RemoveStalled(SoftQp* qp) {
   std::lock_guard<std::mutex> lock(stalled_mutex);
   std::erase(stalled, qp);
   stalled_count.store(static_cast<uint32_t>(stalled.size()), std::memory_order_release);
+  qp->shared_with_progress.store(false, std::memory_order_release);
 }
 
 // Holds stalled_mutex throughout, so a QP cannot be destroyed under us (destroy removes
@@ -208,6 +219,7 @@ void Runtime::ProgressStalled() {
       qp->registered_stalled = false;
       stalled[i] = stalled.back();
       stalled.pop_back();
+      qp->shared_with_progress.store(false, std::memory_order_release);
     } else {
       ++i;
     }

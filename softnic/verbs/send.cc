@@ -489,20 +489,29 @@ WorkRequest FromSendWr(const ibv_send_wr* wr) {
   return w;
 }
 
+bool PostedFast(SoftQp* qp, bool ud, const ibv_send_wr* wr, PostCost& post_cost) {
+  return wr->opcode == IBV_WR_RDMA_WRITE && wr->num_sge == 1 && !ud &&
+         TryFastWrite(qp, FastWrite{wr->wr_id, wr->send_flags, wr->sg_list[0], wr->wr.rdma.remote_addr,
+                                    wr->wr.rdma.rkey}, post_cost) == FastResult::kDone;
+}
+
 int PostSendOp(ibv_qp* ibqp, ibv_send_wr* wr, ibv_send_wr** bad_wr) {
   SoftQp* qp = ToSoft(ibqp);
   bool ud = ibqp->qp_type == IBV_QPT_UD;
+  PostCost post_cost;
+  // Single-threaded: with the progress thread off this QP, nobody else touches it, and the
+  // fast path never stalls it; anything else takes the lock below.
+  if (wr->next == nullptr && Runtime::Get()->single_threaded() &&
+      !qp->shared_with_progress.load(std::memory_order_acquire) && PostedFast(qp, ud, wr, post_cost)) {
+    CountPostLocked(qp, post_cost);
+    return 0;
+  }
   LockQp(qp);
   if (qp->stall != StallReason::kNone && !ProgressQpLocked(qp)) Runtime::Get()->RemoveStalled(qp);
   int rc = 0;
   uint32_t posted = 0;
-  PostCost post_cost;
   for (; wr != nullptr; wr = wr->next, ++posted) {
-    if (wr->opcode == IBV_WR_RDMA_WRITE && wr->num_sge == 1 && !ud &&
-        TryFastWrite(qp, FastWrite{wr->wr_id, wr->send_flags, wr->sg_list[0], wr->wr.rdma.remote_addr,
-                                   wr->wr.rdma.rkey}, post_cost) == FastResult::kDone) {
-      continue;
-    }
+    if (PostedFast(qp, ud, wr, post_cost)) continue;
     WorkRequest w = FromSendWr(wr);
     if (ud) {
       w.ah = wr->wr.ud.ah ? ToSoft(wr->wr.ud.ah) : nullptr;

@@ -178,9 +178,29 @@ def _argvs(case: Case, link: str, port: int):
 
 @pytest.mark.parametrize("case", CASES, ids=[c.id for c in CASES])
 def test_pair(fabric, case):
+    _run_pair_and_check(fabric, case, fabric.env())
+
+
+SINGLE_THREADED_CASES = [_pt("ib_write_lat"), _pt("ib_write_bw", "-q", "4"), _pt("ib_send_lat")]
+
+
+@pytest.mark.parametrize("case", SINGLE_THREADED_CASES, ids=[c.id for c in SINGLE_THREADED_CASES])
+def test_pair_single_threaded(fabric, case):
+    """SOFTNIC_SINGLE_THREADED=1: fast posts without the QP lock give the same results."""
+    _run_pair_and_check(fabric, case, dict(fabric.env(), SOFTNIC_SINGLE_THREADED="1"))
+
+
+def test_single_threaded_value_is_checked(fabric):
+    argv = [str(UTILS_DIR / "ibv_devinfo")]
+    r = pairrun.run_one(argv, dict(fabric.env(), SOFTNIC_SINGLE_THREADED="yes"), SINGLE_TIMEOUT_S)
+    assert r.returncode != 0, r.output
+    assert "SOFTNIC_SINGLE_THREADED='yes' is not valid: use 1" in r.output, r.output
+
+
+def _run_pair_and_check(fabric, case, env):
     port = pairrun.free_port()
     server, client = _argvs(case, fabric.link, port)
-    r = pairrun.run_pair(server, client, port, fabric.env(), PAIR_TIMEOUT_S)
+    r = pairrun.run_pair(server, client, port, env, PAIR_TIMEOUT_S)
     assert r.ok, f"[{fabric.link}] {case.id} failed\n{r.describe()}"
     if case.kind == "pingpong":
         for role in (r.server, r.client):
