@@ -501,7 +501,7 @@ int PostSendOp(ibv_qp* ibqp, ibv_send_wr* wr, ibv_send_wr** bad_wr) {
   PostCost post_cost;
   // Single-threaded: with the progress thread off this QP, nobody else touches it, and the
   // fast path never stalls it; anything else takes the lock below.
-  if (wr->next == nullptr && Runtime::Get()->single_threaded() &&
+  if (wr != nullptr && wr->next == nullptr && Runtime::Get()->single_threaded() &&
       !qp->shared_with_progress.load(std::memory_order_acquire) && PostedFast(qp, ud, wr, post_cost)) {
     CountPostLocked(qp, post_cost);
     return 0;

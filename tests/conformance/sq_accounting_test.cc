@@ -81,6 +81,15 @@ TEST_P(SendQueueAccounting, OverflowingListReportsBadWr) {
   EXPECT_LT(first_refused, static_cast<ptrdiff_t>(count));
 }
 
+// An empty list posts nothing and is no error (mlx5 and rxe loop while wr != NULL).
+TEST_P(SendQueueAccounting, EmptyListPostsNothing) {
+  ibv_send_wr* bad = nullptr;
+  EXPECT_EQ(ibv_post_send(pair_.a->qp(), nullptr, &bad), 0);
+  EXPECT_EQ(bad, nullptr);
+  EXPECT_EQ(PostWrite(IBV_SEND_SIGNALED, 1), 0) << "the QP is unusable after an empty post";
+  ASSERT_NO_FATAL_FAILURE(ExpectCompletion(pair_.a->send_cq(), IBV_WC_SUCCESS));
+}
+
 CONFORMANCE_INSTANTIATE(SendQueueAccounting);
 
 }  // namespace
