@@ -1,6 +1,5 @@
 #include "softnic/fabric/fabric.h"
 
-
 #include <dirent.h>
 #include <fcntl.h>
 #include <sys/file.h>

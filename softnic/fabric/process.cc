@@ -1,6 +1,5 @@
 #include "softnic/fabric/process.h"
 
-
 #include <pthread.h>
 #include <signal.h>
 #include <sys/syscall.h>

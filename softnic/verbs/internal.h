@@ -360,12 +360,12 @@ void Warn(const char* format, ...) __attribute__((format(printf, 1, 2)));
 
 // Completion-queue operations shared by the data path (cq.cc, recv.cc).
 bool PushCqe(Ring& ring, const Cqe& cqe, CounterBlock& counters, bool solicited);
-void FlushRecvQueue(SoftQp* qp);
+void FlushRecvQueue(SoftQp* qp);  // a QP entering ERR: flush completions for its RECVs
 // The QP's path MTU, and the shape key base of its WRITEs that depends on it.
 void SetPathMtu(SoftQp* qp, uint32_t path_mtu_bytes);
 inline model::Transport ModeledTransport(ibv_qp_type type) {
   return type == IBV_QPT_UD ? model::Transport::kUd : type == IBV_QPT_UC ? model::Transport::kUc : model::Transport::kRc;
-}  // a QP entering ERR: flush completions for its RECVs
+}
 
 // The send engine (send.cc) and the QP paths it needs. *Locked functions need qp->lock.
 void LockQp(SoftQp* qp);
