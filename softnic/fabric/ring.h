@@ -123,14 +123,6 @@ class Ring {
   // whoever later learns it (a receive completion carries it to the ring's owner) can pass
   // it to NoteDequeued and spare the producer a read of the consumers' line.
   bool TryPop(void* out, size_t bytes, uint64_t* dequeued = nullptr) {
-    return TryPopWith([&](const void* payload) { std::memcpy(out, payload, bytes); }, dequeued);
-  }
-
-  // As TryPop, with read(const void* payload) copying the entry wherever the caller wants
-  // it. read may run several times, on entries that are then not taken: it must only write
-  // what the caller discards unless TryPopWith returns true.
-  template <typename Read>
-  bool TryPopWith(Read&& read, uint64_t* dequeued = nullptr) {
     uint64_t pos = header_->dequeue_pos.load(std::memory_order_relaxed);
     for (;;) {
       RingSlot* slot = Slot(pos & mask_);
@@ -140,7 +132,7 @@ class Ring {
       if (diff == 0) {
         // The copy may race with a producer refilling the slot only if another consumer
         // claimed `pos` first, and then the claim below fails and the copy is dropped.
-        read(static_cast<const void*>(Payload(slot)));
+        std::memcpy(out, Payload(slot), bytes);
         if (header_->dequeue_pos.compare_exchange_weak(pos, pos + 1, std::memory_order_release,
                                                        std::memory_order_relaxed)) {
           if (dequeued != nullptr) *dequeued = pos + 1;

@@ -42,15 +42,14 @@ bool TakeCountedEvent(std::atomic<uint32_t>& count) {
 
 // A completion frees its WQE's slot, as on a NIC: a send completion retires the send queue
 // up to it, a receive completion tells post_recv how far the receive ring was consumed.
-void Retire(Runtime* runtime, const SoftCq* cq, uint32_t qp_num, bool is_send, uint32_t sq_retire,
-            uint64_t recv_dequeued) {
-  if (!is_send && recv_dequeued == 0) return;
-  SoftQp* qp = runtime->local_qps[cq->device_index][qp_num & (kMaxQpsPerDevice - 1)];
+void Retire(Runtime* runtime, const SoftCq* cq, const Cqe& cqe) {
+  if (!cqe.is_send && cqe.recv_dequeued == 0) return;
+  SoftQp* qp = runtime->local_qps[cq->device_index][cqe.qp_num & (kMaxQpsPerDevice - 1)];
   if (qp == nullptr) return;
-  if (is_send) {
-    qp->sq_retired.store(sq_retire, std::memory_order_release);
-  } else if (qp->ex.qp_base.qp_num == qp_num) {  // not a later QP in a reused slot
-    (qp->srq != nullptr ? qp->srq->ring : qp->recv_ring).NoteDequeued(recv_dequeued);
+  if (cqe.is_send) {
+    qp->sq_retired.store(cqe.sq_retire, std::memory_order_release);
+  } else if (qp->ex.qp_base.qp_num == cqe.qp_num) {  // not a later QP in a reused slot
+    (qp->srq != nullptr ? qp->srq->ring : qp->recv_ring).NoteDequeued(cqe.recv_dequeued);
   }
 }
 
@@ -85,20 +84,10 @@ int PollCqOp(ibv_cq* ibcq, int entries, ibv_wc* wc) {
   Runtime* runtime = Runtime::Get();
   if (runtime->stalled_count.load(std::memory_order_relaxed) != 0) runtime->ProgressStalled();
   int polled = 0;
-  // Straight into the caller's ibv_wc (overwritten if the claim fails); Retire needs only
-  // the fields a ibv_wc lacks.
-  uint32_t sq_retire;
-  uint8_t is_send;
-  uint64_t recv_dequeued;
-  while (polled < entries && cq->ring.TryPopWith([&](const void* payload) {
-           const Cqe& cqe = *static_cast<const Cqe*>(payload);
-           ToWc(cqe, &wc[polled]);
-           sq_retire = cqe.sq_retire;
-           is_send = cqe.is_send;
-           recv_dequeued = cqe.recv_dequeued;
-         })) {
-    Retire(runtime, cq, wc[polled].qp_num, is_send, sq_retire, recv_dequeued);
-    ++polled;
+  Cqe cqe;
+  while (polled < entries && cq->ring.TryPop(&cqe, sizeof(cqe))) {
+    ToWc(cqe, &wc[polled++]);
+    Retire(runtime, cq, cqe);
   }
   if (polled == 0 && cq->ring.header()->overrun.load(std::memory_order_relaxed) != 0) {
     ReportOverrun(cq);
@@ -127,8 +116,7 @@ int TakeOne(SoftCq* cq) {
     }
     return ENOENT;
   }
-  const Cqe& taken = cq->current;
-  Retire(runtime, cq, taken.qp_num, taken.is_send, taken.sq_retire, taken.recv_dequeued);
+  Retire(runtime, cq, cq->current);
   cq->ex.wr_id = cq->current.wr_id;
   cq->ex.status = static_cast<ibv_wc_status>(cq->current.status);
   return 0;
