@@ -1,5 +1,5 @@
 // CPU cost per work request of the verbs data path: ibv_post_send (RC RDMA WRITE,
-// inline, 32 B, one signaled WR per kBatchWrs) plus the ibv_poll_cq that retires it,
+// 32 B, inline or through an lkey, one signaled WR per kBatchWrs) plus the ibv_poll_cq that retires it,
 // on an RC QP connected to a second QP in the same process (device 0 -> device 1,
 // or one device in loopback when only one exists).
 //
@@ -238,12 +238,14 @@ void drain_and_report(ibv_cq* cq, uint32_t in_flight, benchmark::State& state) {
   report(state);
 }
 
-// Each iteration is one batch: kBatchWrs inline WRITEs of `bytes`, the last signaled;
-// linked 0 = one ibv_post_send per WR, 1 = the batch as one linked list (one doorbell).
-// The bytes sweep shows the cost of the inline copy.
+// Each iteration is one batch: kBatchWrs WRITEs of `bytes`, the last signaled;
+// linked 0 = one ibv_post_send per WR, 1 = the batch as one linked list (one doorbell);
+// inline 1 = the payload inline, 0 = gathered through the MR's lkey (what perftest posts
+// on a device it does not know). The bytes sweep shows the cost of the copy.
 void BM_PostSendWrite(benchmark::State& state) {
   const bool linked = state.range(0) != 0;
   const auto bytes = static_cast<uint32_t>(state.range(1));
+  const bool inline_data = state.range(2) != 0;
   std::unique_ptr<Pair> pair;
   try {
     pair = std::make_unique<Pair>(Api::kPostSend);
@@ -261,7 +263,7 @@ void BM_PostSendWrite(benchmark::State& state) {
     wr[i].sg_list = &sge[i];
     wr[i].num_sge = 1;
     wr[i].opcode = IBV_WR_RDMA_WRITE;
-    wr[i].send_flags = IBV_SEND_INLINE | (i + 1 == kBatchWrs ? IBV_SEND_SIGNALED : 0);
+    wr[i].send_flags = (inline_data ? IBV_SEND_INLINE : 0) | (i + 1 == kBatchWrs ? IBV_SEND_SIGNALED : 0);
     wr[i].wr.rdma.remote_addr = reinterpret_cast<uintptr_t>(pair->b->buf.get());
     wr[i].wr.rdma.rkey = pair->b->mr->rkey;
     wr[i].next = (linked && i + 1 < kBatchWrs) ? &wr[i + 1] : nullptr;
@@ -284,13 +286,15 @@ void BM_PostSendWrite(benchmark::State& state) {
   drain_and_report(s.cq, in_flight, state);
 }
 BENCHMARK(BM_PostSendWrite)
-    ->ArgNames({"linked", "bytes"})
-    ->Args({0, 32})
-    ->Args({1, 32})
-    ->Args({1, 8})
-    ->Args({1, 64})
-    ->Args({1, 128})
-    ->Args({1, 256});
+    ->ArgNames({"linked", "bytes", "inline"})
+    ->Args({0, 32, 1})
+    ->Args({0, 32, 0})
+    ->Args({0, 8, 0})
+    ->Args({1, 32, 1})
+    ->Args({1, 8, 1})
+    ->Args({1, 64, 1})
+    ->Args({1, 128, 1})
+    ->Args({1, 256, 1});
 
 // The same batch through the extended API: ibv_wr_start / ibv_wr_rdma_write /
 // ibv_wr_set_inline_data / ibv_wr_complete, one start..complete per batch.

@@ -147,6 +147,9 @@ class Metric:
     softnic: Side
     ucx: Side
     target_ratio: float | None  # softnic/ucx; lower-is-better wants <=, higher wants >=
+    # Also measure the tool's own ceiling: the softnic side with post_send and poll_cq made
+    # free (null_post_preload.cc, in the client), paired with the other two each round.
+    ceiling: bool = False
 
     def met(self, ratio: float) -> bool | None:
         if self.target_ratio is None:
@@ -165,7 +168,7 @@ def metrics(a) -> list[Metric]:
                Side("am_lat", ("-s", "8", "-n", lat_n), ucx_lat_us), 1.0),
         Metric("write_rate_32B", "mpps", "higher",
                Side("ib_write_bw", ("-s", "32", "-n", bw_n), perftest_rate_mpps),
-               Side("put_bw", ("-s", "32", "-n", bw_n), ucx_rate_mpps), 1.0),
+               Side("put_bw", ("-s", "32", "-n", bw_n), ucx_rate_mpps), 1.0, ceiling=True),
         Metric("read_lat_8B", "us", "lower",
                Side("ib_read_lat", ("-s", "8", "-n", lat_n, "-H"), perftest_lat_us),
                Side("get", ("-D", "bcopy", "-s", "8", "-O", "1", "-n", lat_n), ucx_lat_us), None),
@@ -213,8 +216,10 @@ class Runner:
     def measure_once(self, which: str, s: Side, record: dict) -> float | None:
         """Runs one pair once; appends its value (or error) to record; returns the value."""
         port = pairrun.free_port()
-        if which == "softnic":
+        if which in ("softnic", "ceiling"):
             server, client = self.softnic_cmds(s, port)
+            if which == "ceiling":
+                client = ["env", f"LD_PRELOAD={self.a.null_post}"] + client
             env = self.softnic_env()
         else:
             server, client = self.ucx_cmds(s, port)
@@ -326,11 +331,13 @@ def main() -> int:
     p.add_argument("--single-threaded", action="store_true",
                    help="run softnic with SOFTNIC_SINGLE_THREADED=1 (fast posts skip the QP lock, as "
                         "MLX5_SINGLE_THREADED on mlx5; ucx_perftest runs single-threaded too)")
-    p.add_argument("--skip", action="append", default=[], choices=["softnic", "ucx", "floor"],
-                   help="leave one side out (repeatable)")
+    p.add_argument("--skip", action="append", default=[], choices=["softnic", "ucx", "floor", "ceiling"],
+                   help="leave one side out (repeatable); ceiling: perftest's own rate limit")
     p.add_argument("--softnic-lib", default=str(build / "lib/softnic"), help="dir of softnic's libibverbs.so.1")
     p.add_argument("--softnic-cli", default=str(build / "bin/softnic"))
     p.add_argument("--cacheline", default=str(build / "bin/rdmalab-cacheline-pingpong"))
+    p.add_argument("--null-post", default=str(build / "lib/librdmalab-null-post.so"),
+                   help="the LD_PRELOAD shim that measures perftest's ceiling (target null_post_preload)")
     p.add_argument("--perftest-dir", default="/usr/bin")
     p.add_argument("--ucx-perftest", default="/usr/bin/ucx_perftest")
     a = p.parse_args()
@@ -346,6 +353,10 @@ def main() -> int:
         p.error(f"{a.softnic_lib}/libibverbs.so.1 is missing (build softnic, or --skip softnic)")
     if "floor" not in a.skip and not Path(a.cacheline).exists():
         p.error(f"{a.cacheline} is missing (build the cacheline_pingpong target, or --skip floor)")
+    if "softnic" in a.skip:
+        a.skip.append("ceiling")
+    if "ceiling" not in a.skip and not Path(a.null_post).exists():
+        p.error(f"{a.null_post} is missing (build the null_post_preload target, or --skip ceiling)")
 
     runner = Runner(a, f"peers-{os.getpid()}")
     started = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
@@ -354,16 +365,18 @@ def main() -> int:
         for m in metrics(a):
             res = {"id": m.id, "unit": m.unit, "better": m.better}
             sides = {"softnic": m.softnic, "ucx": m.ucx}
+            if m.ceiling and "ceiling" not in a.skip:
+                sides["ceiling"] = m.softnic
             for which in sides:
                 res[which] = None if which in a.skip else {"runs": [], "errors": [], "commands": None}
             # Paired rounds: the two sides alternate (order flipped every round), so a
             # change in the machine (a VM's vCPUs moving) hits both sides of a round alike.
             paired = []
             for round_index in range(a.runs):
-                order = ("softnic", "ucx") if round_index % 2 == 0 else ("ucx", "softnic")
+                order = tuple(sides) if round_index % 2 == 0 else tuple(reversed(sides))
                 values = {}
                 for which in order:
-                    if res[which] is None:
+                    if res.get(which) is None:
                         continue
                     print(f"  measuring {m.id} on {which} (round {round_index + 1})", file=sys.stderr, flush=True)
                     values[which] = runner.measure_once(which, sides[which], res[which])
@@ -386,7 +399,7 @@ def main() -> int:
             # floor itself is 26 or 212 ns from one run to the next), and a round whose two
             # runs fall in different modes gives a meaningless ratio. Each side's best run is
             # its fastest placement: their ratio compares like with like.
-            best = {w: res[w]["best"] if res[w] else None for w in sides}
+            best = {w: res[w]["best"] if res.get(w) else None for w in sides}
             res["ratio_of_best_runs"] = ratio_of(best["softnic"], best["ucx"])
             res["met_by_best_runs"] = None if res["ratio_of_best_runs"] is None else m.met(res["ratio_of_best_runs"])
             results.append(res)
@@ -397,6 +410,17 @@ def main() -> int:
                          "best_ratio": res["ratio_of_best_runs"],
                          "target": None if res["target"] is None else f"{res['target']['op']} {m.target_ratio:.1f}x",
                          "met": res["met"], "met_by_best": res["met_by_best_runs"]})
+            if res.get("ceiling") is not None:
+                # The rate perftest reports when the provider costs nothing: the most any
+                # provider can show through this tool; below UCX, the target is out of reach.
+                c = res["ceiling"]
+                res["ceiling_over_ucx"] = ratio_of(c["median"], u)
+                rows.append({"label": f"{m.id} perftest ceiling ({m.softnic.tool}, post/poll free)",
+                             "softnic_text": fmt(c["median"], m.unit),
+                             "peer_text": "-" if res["ucx"] is None else fmt(u, m.unit),
+                             "ratio": res["ceiling_over_ucx"],
+                             "best_ratio": ratio_of(c["best"], best["ucx"]),
+                             "target": None, "met": None, "met_by_best": None})
         if "floor" not in a.skip:
             print("  measuring the cache-line floor", file=sys.stderr, flush=True)
         floor = None if "floor" in a.skip else runner.floor()
@@ -427,7 +451,7 @@ def main() -> int:
           f"paired rounds' ratios; best-run ratio: each side's best run")
     print_table(rows)
 
-    failures = [e for r in results for w in ("softnic", "ucx") if r[w] for e in r[w]["errors"]]
+    failures = [e for r in results for w in ("softnic", "ucx", "ceiling") if r.get(w) for e in r[w]["errors"]]
     failures += floor["errors"] if floor else []
     for e in failures:
         print(f"\nFAILED RUN:\n{e}", file=sys.stderr)

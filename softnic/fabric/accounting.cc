@@ -85,6 +85,31 @@ ShapeCount* FindShapeSlot(CounterBlock& block, uint64_t key) {
   return &victim;
 }
 
+void CountFastWriteSlow(uint64_t requester_key, uint64_t post_key, bool whole_post, FastWriteSlots& slots,
+                        CounterBlock& requester, CounterBlock& responder) {
+  slots = FastWriteSlots{};
+  uint64_t responder_key = ResponderKey(requester_key);
+  if (requester.shared != 0) {  // the shared lane has no slots
+    CountRun(requester, kFirstMessageCounter, CountsOfShape(requester_key).value);
+    CountRun(responder, kFirstMessageCounter, CountsOfShape(responder_key).value);
+    if (whole_post) CountRun(requester, kFirstMessageCounter, CountsOfShape(post_key).value);
+    return;
+  }
+  // Each count lands before the next lookup, which may fold the slot it just used.
+  uint32_t requester_evictions = requester.evictions;
+  uint32_t responder_evictions = responder.evictions;
+  ShapeCount* requester_slot = FindShapeSlot(requester, requester_key);
+  Bump(requester_slot);
+  ShapeCount* responder_slot = FindShapeSlot(responder, responder_key);
+  Bump(responder_slot);
+  ShapeCount* post_slot = FindShapeSlot(requester, post_key);
+  if (whole_post) Bump(post_slot);
+  if (requester.evictions == requester_evictions && responder.evictions == responder_evictions) {
+    slots = FastWriteSlots{requester_key, &requester, &responder, requester_evictions, responder_evictions,
+                           requester_slot, responder_slot, post_slot};
+  }
+}
+
 void SumCounterBlock(const CounterBlock& block, uint64_t out[kCounterCount]) {
   uint64_t sum[kCounterCount];
   for (int attempt = 0; attempt < kReadAttempts; ++attempt) {

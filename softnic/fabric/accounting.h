@@ -128,6 +128,10 @@ inline void CountRun(CounterBlock& block, Counter first, const uint64_t (&amount
   }
 }
 
+inline void Bump(ShapeCount* slot) {
+  __atomic_store_n(&slot->count, __atomic_load_n(&slot->count, __ATOMIC_RELAXED) + 1, __ATOMIC_RELAXED);
+}
+
 // Where a QP last counted a key: a few compares find the slot again.
 struct ShapeCursor {
   uint64_t key = 0;
@@ -151,16 +155,53 @@ inline void CountShape(CounterBlock& block, uint64_t key, ShapeCursor& cursor) {
     slot = FindShapeSlot(block, key);
     cursor = ShapeCursor{key, &block, slot};
   }
-  __atomic_store_n(&slot->count, __atomic_load_n(&slot->count, __ATOMIC_RELAXED) + 1, __ATOMIC_RELAXED);
+  Bump(slot);
 }
 
+// The slots a QP's last fast-path RDMA WRITE shape counted in: its requester side, its
+// responder side, and its post as a single WR. Valid while neither block has folded a slot
+// since (only a fold gives an occupied slot another key), which one load per block checks.
+struct FastWriteSlots {
+  uint64_t key = 0;  // requester key; 0 = nothing cached
+  const CounterBlock* requester_block = nullptr;
+  const CounterBlock* responder_block = nullptr;
+  uint32_t requester_evictions = 0;
+  uint32_t responder_evictions = 0;
+  ShapeCount* requester = nullptr;
+  ShapeCount* responder = nullptr;
+  ShapeCount* post = nullptr;
+};
+
 // The cursors of one QP: the requester side per `signaled` (streams alternate between the
-// two), the responder side, and single-WR posts.
+// two), the responder side, single-WR posts, and the fast path's WRITEs per `signaled`.
 struct QpShapeCursors {
   ShapeCursor requester[2];
   ShapeCursor responder;
   ShapeCursor single_wqe_post;
+  FastWriteSlots fast_write[2];
 };
+
+// Cold (accounting.cc): counts through FindShapeSlot and refreshes the cache.
+void CountFastWriteSlow(uint64_t requester_key, uint64_t post_key, bool whole_post, FastWriteSlots& slots,
+                        CounterBlock& requester, CounterBlock& responder);
+
+// Counts one fast-path WRITE of `requester_key` on both devices, and, when it is the whole
+// post, that post (a doorbell and one WQE by MMIO, `post_key`): three stores in the common
+// case. Both blocks are the calling thread's lane.
+[[gnu::always_inline]] inline void CountFastWrite(uint64_t requester_key, uint64_t post_key, bool whole_post, FastWriteSlots& slots,
+                           CounterBlock& requester, CounterBlock& responder) {
+  if (__builtin_expect(slots.key != requester_key || slots.requester_block != &requester ||
+                           slots.responder_block != &responder ||
+                           slots.requester_evictions != __atomic_load_n(&requester.evictions, __ATOMIC_RELAXED) ||
+                           slots.responder_evictions != __atomic_load_n(&responder.evictions, __ATOMIC_RELAXED),
+                       0)) {
+    CountFastWriteSlow(requester_key, post_key, whole_post, slots, requester, responder);
+    return;
+  }
+  Bump(slots.requester);
+  Bump(slots.responder);
+  if (whole_post) Bump(slots.post);
+}
 
 // Counts one delivered message, given its requester key, on both devices: what softnic
 // moved, and what the modeled NIC does for it (payload gather, CQE, responder DMA, wire
@@ -183,8 +224,14 @@ class PostCost {
   void CountInto(CounterBlock& requester, ShapeCursor& single_wqe_post) {
     if (wqes_ == 1) {
       CountShape(requester, SingleWqePostKey(first_wqe_bytes_), single_wqe_post);
-      return;
+    } else {
+      CountList(requester);
     }
+  }
+
+ private:
+  // A linked list or a batch: a doorbell, then the NIC's DMA of the WQEs.
+  [[gnu::noinline]] void CountList(CounterBlock& requester) {
     model::ModeledCounters post;
     model::AccountPost(model::DeviceModel{}, wqes_, padded_bytes_, first_wqe_bytes_, post);
     uint64_t counts[kLastShapeCounter - kFirstModeledCounter + 1];
@@ -194,7 +241,6 @@ class PostCost {
     CountRun(requester, kFirstModeledCounter, counts);
   }
 
- private:
   uint32_t wqes_ = 0;
   uint32_t first_wqe_bytes_ = 0;
   uint64_t padded_bytes_ = 0;

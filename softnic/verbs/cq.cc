@@ -199,8 +199,7 @@ void EraseFrom(std::vector<T*>& list, T* item) {
 
 }  // namespace
 
-bool PushCqe(Ring& ring, const Cqe& cqe, CounterBlock& counters, bool solicited) {
-  bool pushed = ring.TryPush([&](void* payload) { std::memcpy(payload, &cqe, sizeof(cqe)); });
+bool FinishPushCqe(bool pushed, Ring& ring, const Cqe& cqe, CounterBlock& counters, bool solicited) {
   RingHeader* header = ring.header();
   if (!pushed) {
     Count(counters, kCqOverruns);

@@ -23,17 +23,8 @@ inline void LockQpInline(SoftQp* qp) {
 
 Outcome Execute(SoftQp* qp, const WorkRequest& wr);
 
-// The fast path (send_fast.cc): a single-SGE RDMA WRITE on a connected QP.
-struct FastWrite {
-  uint64_t wr_id;
-  uint32_t send_flags;
-  ibv_sge sge;
-  uint64_t remote_addr;
-  uint32_t rkey;
-};
+// The fast path (send_fast.h) adds the WR's WQE to the post's cost when it is done.
 enum class FastResult : uint8_t { kDone, kSlowPath };
-// Adds the WR's WQE to `post` when it is done.
-FastResult TryFastWrite(SoftQp* qp, const FastWrite& w, PostCost& post);
 
 // A WR as the PCIe/NIC model sees it (softnic/fabric/accounting.h counts it). `bytes` is the
 // message length; atomics move 8 bytes whatever their local buffer.
@@ -68,7 +59,8 @@ inline uint32_t WqeBytes(const model::WrShape& shape) { return model::SendWqeByt
 bool TranslateKey(Runtime* runtime, uint32_t device, uint32_t key, uint32_t needed_access,
                   uint32_t pd_id, bool local, KeyTranslation* out);
 
-inline uint8_t* LookupKey(const KeyTranslation& t, uint32_t key, uint64_t address, uint64_t bytes) {
+[[gnu::always_inline]] inline uint8_t* LookupKey(const KeyTranslation& t, uint32_t key, uint64_t address,
+                                                uint64_t bytes) {
   if (t.key != key || t.entry == nullptr || t.entry->key.load(std::memory_order_acquire) != key) {
     return nullptr;
   }
@@ -76,17 +68,55 @@ inline uint8_t* LookupKey(const KeyTranslation& t, uint32_t key, uint64_t addres
   return reinterpret_cast<uint8_t*>(address + t.bias);
 }
 
+// Copies up to kSmallCopyBytes with a few fixed-size moves (the last ones overlapping)
+// instead of a call to memcpy: the small messages of latency and message-rate tests are the
+// common case.
+constexpr uint64_t kSmallCopyBytes = 64;
+[[gnu::always_inline]] inline void CopySmall(uint8_t* destination, const uint8_t* source, uint64_t bytes) {
+  auto move = [&](uint64_t at, auto word) {
+    std::memcpy(&word, source + at, sizeof(word));
+    std::memcpy(destination + at, &word, sizeof(word));
+  };
+  struct Block16 {
+    uint64_t half[2];
+  };
+  if (bytes > 32) {
+    move(0, Block16{});
+    move(16, Block16{});
+    move(bytes - 32, Block16{});
+    move(bytes - 16, Block16{});
+  } else if (bytes >= 16) {
+    move(0, Block16{});
+    move(bytes - 16, Block16{});
+  } else if (bytes >= 8) {
+    move(0, uint64_t{});
+    move(bytes - 8, uint64_t{});
+  } else if (bytes >= 4) {
+    move(0, uint32_t{});
+    move(bytes - 4, uint32_t{});
+  } else if (bytes >= 2) {
+    move(0, uint16_t{});
+    move(bytes - 2, uint16_t{});
+  } else if (bytes == 1) {
+    destination[0] = source[0];
+  }
+}
+
 // Copies one contiguous source so that its last 8 bytes are stored last, after a release
 // fence: a responder polling them and seeing the new value sees the whole message (HERD's
 // request polling relies on this; memcpy alone may store in any order).
-inline void CopyOrderedSingle(uint8_t* destination, const uint8_t* source, uint64_t bytes) {
+[[gnu::always_inline]] inline void CopyOrderedSingle(uint8_t* destination, const uint8_t* source, uint64_t bytes) {
   constexpr uint64_t kTailBytes = 8;
   if (bytes < kTailBytes) {
-    std::memcpy(destination, source, bytes);
+    CopySmall(destination, source, bytes);
     return;
   }
   uint64_t body = bytes - kTailBytes;
-  std::memcpy(destination, source, body);
+  if (body <= kSmallCopyBytes) {
+    CopySmall(destination, source, body);
+  } else {
+    std::memcpy(destination, source, body);
+  }
   uint64_t word;
   std::memcpy(&word, source + body, sizeof(word));
   std::atomic_thread_fence(std::memory_order_release);
@@ -97,8 +127,11 @@ inline void CopyOrderedSingle(uint8_t* destination, const uint8_t* source, uint6
     std::memcpy(at, &word, sizeof(word));
   }
 }
-// Counts the doorbell, the WRs and the modeled cost of handing them to the NIC.
-void CountPostLocked(SoftQp* qp, PostCost& post_cost);
+// Counts the doorbell, the WRs and the modeled cost of handing them to the NIC, in the
+// calling thread's counter lane.
+inline void CountPost(SoftQp* qp, CounterBlock* lane, PostCost& post_cost) {
+  post_cost.CountInto(lane[qp->device_index], qp->shape_cursors.single_wqe_post);
+}
 
 int ValidateWorkRequest(const SoftQp* qp, WorkRequest& wr);  // also sets wr.total_bytes
 int SubmitValidatedLocked(SoftQp* qp, const WorkRequest& wr);

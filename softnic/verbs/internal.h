@@ -7,6 +7,7 @@
 
 #include <atomic>
 #include <condition_variable>
+#include <cstring>
 #include <cstdint>
 #include <deque>
 #include <map>
@@ -256,10 +257,9 @@ class Runtime {
   FabricHeader* fabric() const { return fabric_.header(); }
   const std::string& directory() const { return fabric_.directory(); }
   const ProcessAttachment& self() const { return self_; }
-  // This thread's counter lane for `device` (see CounterBlock).
-  CounterBlock& counters(uint32_t device) {
-    return fabric()->processes[self_.slot].counters[CounterLane()][device];
-  }
+  // This thread's counter lane: one block per device (see CounterBlock).
+  CounterBlock* lane_counters() { return fabric()->processes[self_.slot].counters[CounterLane()]; }
+  CounterBlock& counters(uint32_t device) { return lane_counters()[device]; }
 
   uint64_t NewObjectId() { return MakeObjectIdFor(next_serial_.fetch_add(1) + 1); }
   uint32_t RandomBits();
@@ -358,8 +358,14 @@ int32_t FindDeviceByAddress(const FabricHeader& fabric, const ibv_ah_attr& attr)
 // Cold-path diagnostics to stderr, prefixed "softnic: " (errors a caller sees only as errno).
 void Warn(const char* format, ...) __attribute__((format(printf, 1, 2)));
 
-// Completion-queue operations shared by the data path (cq.cc, recv.cc).
-bool PushCqe(Ring& ring, const Cqe& cqe, CounterBlock& counters, bool solicited);
+// Completion-queue operations shared by the data path (cq.cc, recv.cc). PushCqe is inline:
+// the send fast path pushes one per signaled WR; overruns and armed CQs are the cold rest.
+bool FinishPushCqe(bool pushed, Ring& ring, const Cqe& cqe, CounterBlock& counters, bool solicited);
+inline bool PushCqe(Ring& ring, const Cqe& cqe, CounterBlock& counters, bool solicited) {
+  bool pushed = ring.TryPush([&](void* payload) { std::memcpy(payload, &cqe, sizeof(cqe)); });
+  if (__builtin_expect(pushed && ring.header()->channel_id == 0, 1)) return true;
+  return FinishPushCqe(pushed, ring, cqe, counters, solicited);
+}
 void FlushRecvQueue(SoftQp* qp);  // a QP entering ERR: flush completions for its RECVs
 // The QP's path MTU, and the shape key base of its WRITEs that depends on it.
 void SetPathMtu(SoftQp* qp, uint32_t path_mtu_bytes);

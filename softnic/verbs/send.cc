@@ -10,7 +10,7 @@
 #include <cerrno>
 #include <cstring>
 
-#include "softnic/verbs/engine.h"
+#include "softnic/verbs/send_fast.h"
 
 #include <endian.h>
 
@@ -76,6 +76,12 @@ bool TranslateKey(Runtime* runtime, uint32_t device, uint32_t key, uint32_t need
   out->length = mr.length;
   out->bias = reinterpret_cast<uintptr_t>(base) + (mr.va - mr.page_base) - mr.addr;
   return true;
+}
+
+uint8_t* TranslateIntoCache(Runtime* runtime, uint32_t device, uint32_t key, uint32_t needed_access,
+                            uint32_t pd_id, bool local, KeyTranslation* cache, uint64_t address, uint64_t bytes) {
+  if (!TranslateKey(runtime, device, key, needed_access, pd_id, local, cache)) return nullptr;
+  return LookupKey(*cache, key, address, bytes);
 }
 
 namespace {
@@ -459,10 +465,6 @@ int SubmitValidatedLocked(SoftQp* qp, const WorkRequest& wr) {
   return 0;
 }
 
-void CountPostLocked(SoftQp* qp, PostCost& post_cost) {
-  post_cost.CountInto(Runtime::Get()->counters(qp->device_index), qp->shape_cursors.single_wqe_post);
-}
-
 namespace {
 
 WorkRequest FromSendWr(const ibv_send_wr* wr) {
@@ -489,29 +491,36 @@ WorkRequest FromSendWr(const ibv_send_wr* wr) {
   return w;
 }
 
-bool PostedFast(SoftQp* qp, bool ud, const ibv_send_wr* wr, PostCost& post_cost) {
+[[gnu::always_inline]] inline bool PostedFast(SoftQp* qp, const PostContext& at, bool ud, const ibv_send_wr* wr,
+                                              PostCost* post_cost) {
   return wr->opcode == IBV_WR_RDMA_WRITE && wr->num_sge == 1 && !ud &&
-         TryFastWrite(qp, FastWrite{wr->wr_id, wr->send_flags, wr->sg_list[0], wr->wr.rdma.remote_addr,
-                                    wr->wr.rdma.rkey}, post_cost) == FastResult::kDone;
+         TryFastWrite(qp, at, wr->wr_id, wr->send_flags, wr->sg_list[0], wr->wr.rdma.remote_addr,
+                      wr->wr.rdma.rkey, post_cost) == FastResult::kDone;
 }
 
 int PostSendOp(ibv_qp* ibqp, ibv_send_wr* wr, ibv_send_wr** bad_wr) {
   SoftQp* qp = ToSoft(ibqp);
   bool ud = ibqp->qp_type == IBV_QPT_UD;
-  PostCost post_cost;
-  // Single-threaded: with the progress thread off this QP, nobody else touches it, and the
-  // fast path never stalls it; anything else takes the lock below.
-  if (wr != nullptr && wr->next == nullptr && Runtime::Get()->single_threaded() &&
-      !qp->shared_with_progress.load(std::memory_order_acquire) && PostedFast(qp, ud, wr, post_cost)) {
-    CountPostLocked(qp, post_cost);
-    return 0;
+  PostContext at = PostContext::OfThisThread();
+  if (wr != nullptr && wr->next == nullptr) {  // one WR: the fast path counts the whole post
+    // Single-threaded: with the progress thread off this QP, nobody else touches it, and
+    // the fast path never stalls it.
+    if (at.runtime->single_threaded() && !qp->shared_with_progress.load(std::memory_order_acquire)) {
+      if (PostedFast(qp, at, ud, wr, nullptr)) return 0;
+    } else {
+      LockQpInline(qp);
+      bool posted = qp->stall == StallReason::kNone && PostedFast(qp, at, ud, wr, nullptr);
+      qp->lock.clear(std::memory_order_release);
+      if (posted) return 0;
+    }
   }
-  LockQp(qp);
-  if (qp->stall != StallReason::kNone && !ProgressQpLocked(qp)) Runtime::Get()->RemoveStalled(qp);
+  LockQpInline(qp);
+  if (qp->stall != StallReason::kNone && !ProgressQpLocked(qp)) at.runtime->RemoveStalled(qp);
+  PostCost post_cost;
   int rc = 0;
   uint32_t posted = 0;
   for (; wr != nullptr; wr = wr->next, ++posted) {
-    if (PostedFast(qp, ud, wr, post_cost)) continue;
+    if (PostedFast(qp, at, ud, wr, &post_cost)) continue;
     WorkRequest w = FromSendWr(wr);
     if (ud) {
       w.ah = wr->wr.ud.ah ? ToSoft(wr->wr.ud.ah) : nullptr;
@@ -525,8 +534,8 @@ int PostSendOp(ibv_qp* ibqp, ibv_send_wr* wr, ibv_send_wr** bad_wr) {
     }
     post_cost.Add(WqeBytes(ModeledShape(qp, w)));
   }
-  if (posted != 0) CountPostLocked(qp, post_cost);
-  UnlockQp(qp);
+  if (posted != 0) CountPost(qp, at.lane, post_cost);
+  qp->lock.clear(std::memory_order_release);
   return rc;
 }
 

@@ -4,7 +4,7 @@
 #include <cerrno>
 #include <cstring>
 
-#include "softnic/verbs/engine.h"
+#include "softnic/verbs/send_fast.h"
 
 namespace softnic {
 namespace {
@@ -58,22 +58,21 @@ int WrComplete(ibv_qp_ex* ex) {
   uint32_t outstanding = qp->sq_posted - qp->sq_retired.load(std::memory_order_acquire);
   if (rc == 0 && outstanding + batch.count > qp->cap.max_send_wr) rc = ENOMEM;
   for (uint32_t i = 0; rc == 0 && i < batch.count; ++i) rc = ValidateWorkRequest(qp, batch.wrs[i]);
-  if (rc == 0 && qp->stall != StallReason::kNone && !ProgressQpLocked(qp)) {
-    Runtime::Get()->RemoveStalled(qp);
-  }
+  PostContext at = PostContext::OfThisThread();
+  if (rc == 0 && qp->stall != StallReason::kNone && !ProgressQpLocked(qp)) at.runtime->RemoveStalled(qp);
   bool connected = qp->ex.qp_base.qp_type != IBV_QPT_UD;
   PostCost post_cost;
   for (uint32_t i = 0; rc == 0 && i < batch.count; ++i) {
     const WorkRequest& wr = batch.wrs[i];
     if (connected && wr.opcode == IBV_WR_RDMA_WRITE && wr.num_sge == 1 &&
-        TryFastWrite(qp, FastWrite{wr.wr_id, wr.send_flags, wr.sg_list[0], wr.remote_addr, wr.rkey}, post_cost) ==
+        TryFastWrite(qp, at, wr.wr_id, wr.send_flags, wr.sg_list[0], wr.remote_addr, wr.rkey, &post_cost) ==
             FastResult::kDone) {
       continue;
     }
     rc = SubmitValidatedLocked(qp, wr);
     if (rc == 0) post_cost.Add(WqeBytes(ModeledShape(qp, wr)));
   }
-  if (rc == 0 && batch.count != 0) CountPostLocked(qp, post_cost);
+  if (rc == 0 && batch.count != 0) CountPost(qp, at.lane, post_cost);
   batch.count = 0;
   UnlockQp(qp);
   return rc;
