@@ -128,7 +128,7 @@ inline void CountRun(CounterBlock& block, Counter first, const uint64_t (&amount
   }
 }
 
-inline void Bump(ShapeCount* slot) {
+[[gnu::always_inline]] inline void Bump(ShapeCount* slot) {
   __atomic_store_n(&slot->count, __atomic_load_n(&slot->count, __ATOMIC_RELAXED) + 1, __ATOMIC_RELAXED);
 }
 

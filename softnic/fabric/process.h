@@ -23,7 +23,7 @@ bool AttachProcess(Fabric* fabric, ProcessAttachment* attachment, std::string* e
 
 // True while the process that claimed `slot` as `incarnation` is alive. Lock-free: reads
 // the robust mutex word, whose owner TID the kernel clears when the holder dies.
-inline bool ProcessAlive(const FabricHeader& fabric, uint32_t slot, uint32_t incarnation) {
+[[gnu::always_inline]] inline bool ProcessAlive(const FabricHeader& fabric, uint32_t slot, uint32_t incarnation) {
   const ProcessSlot& process = fabric.processes[slot];
   if (process.incarnation.load(std::memory_order_acquire) != incarnation) return false;
   int word = __atomic_load_n(reinterpret_cast<const int*>(&process.liveness), __ATOMIC_RELAXED);
