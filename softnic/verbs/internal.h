@@ -140,7 +140,7 @@ struct Destination {
   Ring recv_cq;
 };
 
-// A key's translation, cached per QP by the fast path (send_fast.cc): valid while the
+// A key's translation, cached per QP by the fast path (send_fast.h): valid while the
 // MR table entry still holds `key`.
 struct KeyTranslation {
   uint32_t key = 0;
