@@ -20,6 +20,7 @@ inline void LockQpInline(SoftQp* qp) {
     __builtin_ia32_pause();
   }
 }
+inline void UnlockQpInline(SoftQp* qp) { qp->lock.clear(std::memory_order_release); }
 
 Outcome Execute(SoftQp* qp, const WorkRequest& wr);
 

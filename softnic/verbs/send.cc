@@ -510,7 +510,7 @@ int PostSendOp(ibv_qp* ibqp, ibv_send_wr* wr, ibv_send_wr** bad_wr) {
     } else {
       LockQpInline(qp);
       bool posted = qp->stall == StallReason::kNone && PostedFast(qp, at, ud, wr, nullptr);
-      qp->lock.clear(std::memory_order_release);
+      UnlockQpInline(qp);
       if (posted) return 0;
     }
   }
@@ -535,7 +535,7 @@ int PostSendOp(ibv_qp* ibqp, ibv_send_wr* wr, ibv_send_wr** bad_wr) {
     post_cost.Add(WqeBytes(ModeledShape(qp, w)));
   }
   if (posted != 0) CountPost(qp, at.lane, post_cost);
-  qp->lock.clear(std::memory_order_release);
+  UnlockQpInline(qp);
   return rc;
 }
 

@@ -78,7 +78,7 @@ uint32_t NextRandom() {
 }  // namespace
 
 void LockQp(SoftQp* qp) { LockQpInline(qp); }
-void UnlockQp(SoftQp* qp) { qp->lock.clear(std::memory_order_release); }
+void UnlockQp(SoftQp* qp) { UnlockQpInline(qp); }
 
 Destination* ResolveDestination(Runtime* runtime, SoftQp* qp, const WorkRequest& wr) {
   const FabricHeader& fabric = *runtime->fabric();
