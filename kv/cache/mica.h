@@ -1,0 +1,119 @@
+// A MICA-style cache (Lim et al., NSDI'14), one instance per worker partition (EREW: one
+// thread owns it, so it takes no lock). A lossy set-associative index of 64-byte buckets,
+// each 8 slots of (16-bit tag, 48-bit log offset), points into a circular log of entries
+// (keyhash 16 B, value length 2 B, value, padded to 8 B). GET = one bucket read + one log
+// read; PUT = log append + bucket update. Two ways to lose a key, both by design: FIFO
+// eviction when the log wraps over its entry, and lossy replacement of a full bucket's
+// oldest slot (or of a slot whose tag collides). A GET compares the full 16-byte key in
+// the log, so neither loss can return another key's value.
+//
+// Offsets are absolute byte positions in the log's stream (mod 2^48); an entry at offset o
+// is intact while tail - o <= log_bytes, since everything older has been written over.
+// No allocation, lock or syscall after construction.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+
+#include "kv/workload/keyhash.h"
+
+namespace rdmalab::kv {
+
+inline constexpr std::uint32_t kMaxValueBytes = 1000;  // HERD's request slot holds at most this
+inline constexpr std::uint64_t kNoEntry = ~std::uint64_t{0};  // above any 48-bit offset
+
+struct MicaConfig {
+  std::uint32_t bucket_count_log2 = 20;
+  std::uint64_t log_bytes = 64ull << 20;  // a power of two
+  bool prefault = true;  // touch every page at construction so that no fault lands in a measurement
+};
+
+inline constexpr std::uint32_t kMaxBucketCountLog2 = 32;  // the bucket index takes keyhash lo bits 0..31
+inline constexpr std::uint64_t kMinLogBytes = 4096;
+inline constexpr std::uint64_t kMaxLogBytes = std::uint64_t{1} << 40;
+
+// Throws std::invalid_argument naming the bad field, its value and the valid range.
+void Check(const MicaConfig& config);
+
+struct LogRef {
+  std::uint64_t offset = kNoEntry;
+};
+
+class MicaCache {
+ public:
+  static constexpr std::uint32_t kSlotsPerBucket = 8;
+  static constexpr std::uint32_t kBucketBytes = 64;
+  static constexpr std::uint32_t kTagShift = 48;
+  static constexpr std::uint64_t kOffsetMask = (std::uint64_t{1} << kTagShift) - 1;
+  static constexpr std::uint32_t kEntryKeyBytes = sizeof(KeyHash);
+  static constexpr std::uint32_t kEntryLengthBytes = 2;
+  static constexpr std::uint32_t kEntryHeaderBytes = kEntryKeyBytes + kEntryLengthBytes;
+  static constexpr std::uint32_t kEntryAlignBytes = 8;
+  static constexpr std::uint32_t kMaxEntryBytes =
+      (kEntryHeaderBytes + kMaxValueBytes + kEntryAlignBytes - 1) / kEntryAlignBytes * kEntryAlignBytes;
+  static_assert(kSlotsPerBucket * sizeof(std::uint64_t) == kBucketBytes, "one bucket is one cache line");
+  static_assert(kMaxBucketCountLog2 <= kTagShift, "bucket index bits and tag bits of keyhash lo must not overlap");
+  static_assert(kMaxValueBytes < (1u << (8 * kEntryLengthBytes)), "a value length fits the entry's length field");
+  static_assert(kMaxEntryBytes <= kMinLogBytes, "the smallest log holds the largest entry");
+  static_assert(kMaxLogBytes < kOffsetMask, "an intact entry's distance from the tail fits 48 bits");
+
+  explicit MicaCache(const MicaConfig& config);
+
+  // Stage 0 of the server pipeline: start loading the key's bucket.
+  void PrefetchBucket(const KeyHash& key) const { __builtin_prefetch(&buckets_[BucketIndex(key)]); }
+
+  // Stage 1 of a GET: reads the bucket, and on a live tag match starts loading the log entry.
+  LogRef FindAndPrefetch(const KeyHash& key) const;
+
+  // Stage 1 of a PUT, all of it: appends to the log, then points the index at the entry.
+  // Refuses (returns false, counts put_refused) a value above kMaxValueBytes.
+  bool Put(const KeyHash& key, const std::uint8_t* value, std::uint32_t bytes);
+
+  // Stage 2 of a GET: checks that the entry is still intact (a Put between stages may have
+  // written over it) and holds this exact key. On a hit, *value points into the log and
+  // stays valid until the next Put.
+  bool Read(LogRef ref, const KeyHash& key, const std::uint8_t** value, std::uint32_t* bytes) const;
+
+  bool Get(const KeyHash& key, const std::uint8_t** value, std::uint32_t* bytes) const {
+    return Read(FindAndPrefetch(key), key, value, bytes);
+  }
+
+  struct Stats {
+    std::uint64_t gets = 0, get_hits = 0, puts = 0, put_refused = 0, index_evictions = 0;
+  };
+  const Stats& stats() const { return stats_; }
+  const MicaConfig& config() const { return config_; }
+
+ private:
+  struct alignas(kBucketBytes) Bucket {
+    std::uint64_t slots[kSlotsPerBucket];
+  };
+  struct Unmap {
+    std::size_t bytes = 0;
+    void operator()(void* address) const;
+  };
+  using Mapping = std::unique_ptr<void, Unmap>;
+
+  static Mapping Map(std::size_t bytes, bool prefault);
+  std::uint64_t BucketIndex(const KeyHash& key) const { return key.lo & bucket_mask_; }
+  // Tag 0 marks an empty slot, so a key whose tag bits are 0 uses tag 1.
+  static std::uint64_t TagOf(const KeyHash& key) {
+    const std::uint64_t tag = key.lo >> kTagShift;
+    return tag + (tag == 0);
+  }
+  bool Live(std::uint64_t offset) const { return ((tail_ - offset) & kOffsetMask) <= config_.log_bytes; }
+  const std::uint8_t* EntryAt(std::uint64_t offset) const { return log_ + (offset & log_mask_); }
+
+  MicaConfig config_;
+  std::uint64_t bucket_mask_;
+  std::uint64_t log_mask_;
+  Mapping bucket_memory_;
+  Mapping log_memory_;
+  Bucket* buckets_;
+  std::uint8_t* log_;
+  std::uint64_t tail_ = 0;  // absolute offset of the next append, not wrapped
+  mutable Stats stats_;     // counted by const lookups too: the owner thread is the only reader
+};
+
+}  // namespace rdmalab::kv
