@@ -187,6 +187,31 @@ TEST(MicaCache, PipelinedReadSeesAPutThatWroteOverTheEntry) {
   EXPECT_EQ(std::vector<std::uint8_t>(value, value + bytes), ValueOf(39, 0, 100));
 }
 
+TEST(MicaCache, AnEntryImageInsideANewerValueIsNotAHit) {
+  // Clients PUT arbitrary bytes: after a wrap, a newer value may hold an exact image of an
+  // older entry at the old entry's position. Only the log window, not the key compare,
+  // tells it from the real entry.
+  constexpr std::uint64_t kLogBytes = 4096;
+  MicaCache cache(SmallConfig(10, kLogBytes));
+  ASSERT_TRUE(Put(cache, 100, std::vector<std::uint8_t>(46, 0)));  // entry [0, 64)
+  ASSERT_TRUE(Put(cache, 1, ValueOf(1, 1, 32)));                   // the victim: [64, 120)
+  // 32-byte entries up to the last one that fits before the end: the next entry wraps.
+  for (std::uint64_t i = 0; i < (kLogBytes - 120) / 32; ++i) ASSERT_TRUE(Put(cache, 200 + i, ValueOf(200 + i, 0, 8)));
+  ASSERT_TRUE(Hits(cache, 100) && Hits(cache, 1)) << "the lap is not full yet";
+  // The first entry of the new lap, at 0; its value starts at 18 and covers the victim's 64.
+  std::vector<std::uint8_t> forged(200, 0);
+  const KeyHash victim = KeyHashOf(1);
+  const std::uint16_t length = 32;
+  const auto stale_value = ValueOf(1, 0, 32);
+  constexpr std::size_t kImageAt = 64 - 18;
+  std::memcpy(forged.data() + kImageAt, &victim, sizeof victim);
+  std::memcpy(forged.data() + kImageAt + 16, &length, sizeof length);
+  std::memcpy(forged.data() + kImageAt + 18, stale_value.data(), stale_value.size());
+  ASSERT_TRUE(Put(cache, 400, forged));
+  ASSERT_EQ(Lookup(cache, 400), forged);
+  EXPECT_FALSE(Hits(cache, 1)) << "key 1's stale slot read a forged entry inside key 400's value";
+}
+
 TEST(MicaCache, PutOfAValueFromItsOwnLog) {
   MicaCache cache(SmallConfig(4, 4096));
   for (std::uint64_t key = 0; key < 3; ++key) ASSERT_TRUE(Put(cache, key, ValueOf(key, 0, 1000)));
