@@ -9,6 +9,8 @@
 //
 // Offsets are absolute byte positions in the log's stream (mod 2^48); an entry at offset o
 // is intact while tail - o <= log_bytes, since everything older has been written over.
+// (A slot left untouched for 2^48 bytes of appends, days at full speed, aliases back into
+// the window, as in MICA; only the key compare then guards it.)
 // No allocation, lock or syscall after construction.
 #pragma once
 

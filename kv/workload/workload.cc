@@ -94,6 +94,10 @@ void Check(const WorkloadConfig& config) {
   if (config.value_bytes < 1 || config.value_bytes > kMaxWorkloadValueBytes) {
     Invalid("workload value_bytes ", config.value_bytes, " is invalid: valid range is 1..", kMaxWorkloadValueBytes);
   }
+  if (config.key_bytes < kMinKeyTextBytes || config.key_bytes > kMaxKeyTextBytes) {
+    Invalid("workload key_bytes ", config.key_bytes, " is invalid: valid range is ", kMinKeyTextBytes, "..",
+            kMaxKeyTextBytes, " (shorter key texts can collide; memcached's limit is 250)");
+  }
 }
 
 Workload::Workload(const WorkloadConfig& config, std::uint64_t stream) : config_(config) {

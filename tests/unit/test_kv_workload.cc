@@ -141,6 +141,11 @@ TEST(Workload, CheckNamesTheBadValue) {
     config.value_bytes = bytes;
     EXPECT_NE(CheckMessage(config).find("value_bytes " + std::to_string(bytes)), std::string::npos);
   }
+  for (const std::uint32_t bytes : {15u, 251u}) {
+    config = WorkloadConfig{};
+    config.key_bytes = bytes;
+    EXPECT_NE(CheckMessage(config).find("key_bytes " + std::to_string(bytes)), std::string::npos);
+  }
   config = WorkloadConfig{};
   config.zipf = true;
   config.keys = kMaxZipfKeys + 1;
