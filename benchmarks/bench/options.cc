@@ -1,100 +1,22 @@
 #include "benchmarks/bench/options.h"
 
-#include <algorithm>
-#include <cstdio>
-#include <cstdlib>
 #include <functional>
-#include <sstream>
 
 #include "rdma/error.h"
+#include "rdma/flags.h"
 
 namespace rdmalab::bench {
 namespace {
 
 using nlohmann::json;
 
-struct Flag {
-  const char* name;  // perftest spelling where one exists; '-' and '_' are interchangeable
-  char short_name;
-  const char* value_hint;  // nullptr: a switch
-  bool symmetric;
-  const char* help;
-  std::function<void(Options&, const std::string&)> set;
-  std::function<json(const Options&)> get;
-};
+using Flag = rdmalab::Flag<Options>;
 
-std::string Normalize(std::string name) {
-  std::replace(name.begin(), name.end(), '_', '-');
-  return name;
-}
-
-std::string Key(const char* name) {
-  std::string key = name;
-  std::replace(key.begin(), key.end(), '-', '_');
-  return key;
-}
-
-long long ParseInteger(const std::string& flag, const std::string& value, long long min, long long max) {
-  try {
-    std::size_t used = 0;
-    const long long parsed = std::stoll(value, &used, 0);
-    if (used == value.size() && parsed >= min && parsed <= max) return parsed;
-  } catch (const std::logic_error&) {
-  }
-  Fail("bad value '", value, "' for --", flag, ": expected an integer in [", min, ", ", max, "]");
-}
-
-double ParseSeconds(const std::string& flag, const std::string& value, double min) {
-  try {
-    std::size_t used = 0;
-    const double parsed = std::stod(value, &used);
-    if (used == value.size() && parsed >= min && parsed < 1e7) return parsed;
-  } catch (const std::logic_error&) {
-  }
-  Fail("bad value '", value, "' for --", flag, ": expected seconds >= ", min);
-}
-
-std::string OneOf(const std::string& flag, const std::string& value, std::initializer_list<const char*> valid) {
-  std::string list;
-  for (const char* choice : valid) {
-    if (value == choice) return value;
-    list += (list.empty() ? "" : ", ") + std::string(choice);
-  }
-  Fail("bad value '", value, "' for --", flag, ": valid values are ", list);
-}
-
-bool ParseSwitch(const std::string& flag, const std::string& value) {
-  if (value.empty() || value == "true" || value == "1") return true;
-  if (value == "false" || value == "0") return false;
-  Fail("bad value '", value, "' for --", flag, ": a switch takes no value, or true/false");
-}
-
-std::vector<std::uint32_t> ParseSizes(const std::string& value) {
-  std::vector<std::uint32_t> sizes;
-  std::stringstream stream(value);
-  std::string token;
-  while (std::getline(stream, token, ',')) {
-    sizes.push_back(static_cast<std::uint32_t>(ParseInteger("size", token, 0, 1ll << 30)));
-  }
-  if (sizes.empty()) Fail("bad value '", value, "' for --size: expected bytes, or a comma-separated list");
-  return sizes;
-}
-
-template <typename T>
-std::function<json(const Options&)> Get(T Options::*field) {
-  return [field](const Options& options) { return json(options.*field); };
-}
-
-#define INT_FLAG(field, min, max) \
-  [](Options& o, const std::string& v) { o.field = static_cast<decltype(o.field)>(ParseInteger(#field, v, min, max)); }, \
-      Get(&Options::field)
-#define SWITCH_FLAG(field) \
-  [](Options& o, const std::string& v) { o.field = ParseSwitch(#field, v); }, Get(&Options::field)
-#define STRING_FLAG(field) [](Options& o, const std::string& v) { o.field = v; }, Get(&Options::field)
-#define CHOICE_FLAG(field, ...) \
-  [](Options& o, const std::string& v) { o.field = OneOf(#field, v, {__VA_ARGS__}); }, Get(&Options::field)
-#define SECONDS_FLAG(field, min) \
-  [](Options& o, const std::string& v) { o.field = ParseSeconds(#field, v, min); }, Get(&Options::field)
+#define INT_FLAG RDMALAB_INT_FLAG
+#define SWITCH_FLAG RDMALAB_SWITCH_FLAG
+#define STRING_FLAG RDMALAB_STRING_FLAG
+#define CHOICE_FLAG RDMALAB_CHOICE_FLAG
+#define SECONDS_FLAG RDMALAB_SECONDS_FLAG
 
 const std::vector<Flag>& Flags() {
   static const std::vector<Flag> flags = {
@@ -113,7 +35,7 @@ const std::vector<Flag>& Flags() {
        CHOICE_FLAG(verb, "read", "write", "write_inline", "send", "cas", "faa")},
       {"connection", 'c', "RC|UC|UD", true, "transport", CHOICE_FLAG(connection, "RC", "UC", "UD")},
       {"size", 's', "BYTES[,BYTES...]", true, "payload bytes per message (a list sweeps)",
-       [](Options& o, const std::string& v) { o.sizes = ParseSizes(v); }, Get(&Options::sizes)},
+       [](Options& o, const std::string& v) { o.sizes = ParseSizes("size", v); }, FieldGetter(&Options::sizes)},
       {"all", 'a', nullptr, true, "sweep sizes 2..2^23 by powers of two", SWITCH_FLAG(all)},
       {"iters", 'n', "N", true, "operations per thread (default: lat 1000, others 100000; excludes -D)",
        INT_FLAG(iters, 1, 1ll << 50)},
@@ -161,83 +83,21 @@ const std::vector<Flag>& Flags() {
   return flags;
 }
 
-const Flag& FindLong(const std::string& name) {
-  for (const auto& flag : Flags()) {
-    if (Normalize(flag.name) == Normalize(name)) return flag;
-  }
-  Fail("unknown flag --", name, ": see rdmalab-bench --help");
-}
-
-const Flag& FindShort(char name) {
-  for (const auto& flag : Flags()) {
-    if (flag.short_name == name) return flag;
-  }
-  Fail("unknown flag -", name, ": see rdmalab-bench --help");
-}
-
 }  // namespace
 
 std::string HelpText() {
-  std::ostringstream out;
-  const Options defaults;
-  out << "usage: rdmalab-bench MODE [flags] [SERVER_HOST]\n"
+  return "usage: rdmalab-bench MODE [flags] [SERVER_HOST]\n"
          "       rdmalab-bench MODE --rendezvous HOST:PORT --role ROLE --index I --peers N [flags]\n"
          "modes: lat, tput, echo, atomics, sgbatch, sequencer (README: benchmarks/README.md)\n"
-         "A standalone server is started without SERVER_HOST; clients name it. Flags accept '-' or '_'.\n\n";
-  for (const auto& flag : Flags()) {
-    std::string spelling = flag.short_name ? std::string("-") + flag.short_name + ", " : "    ";
-    spelling += std::string("--") + flag.name;
-    if (flag.value_hint) spelling += std::string(flag.value_hint[0] == '[' ? "" : " ") + flag.value_hint;
-    char line[160];
-    std::snprintf(line, sizeof(line), "  %-34s ", spelling.c_str());
-    out << line << flag.help;
-    const json value = flag.get(defaults);
-    const bool shown = !(value.is_string() && value.get<std::string>().empty()) && !value.is_array() &&
-                       std::string(flag.name) != "iters" && std::string(flag.name) != "out_json";
-    if (shown) out << " [default " << (value.is_string() ? value.get<std::string>() : value.dump()) << "]";
-    out << (flag.symmetric ? " (both sides)" : "") << "\n";
-  }
-  return out.str();
+         "A standalone server is started without SERVER_HOST; clients name it. Flags accept '-' or '_'.\n\n" +
+         FlagHelp(Flags(), [](const char* name) {
+           return std::string(name) == "iters" || std::string(name) == "out_json";
+         });
 }
 
 Options ParseOptions(int argc, char** argv) {
   Options options;
-  std::vector<std::string> positional;
-  for (int i = 1; i < argc; ++i) {
-    std::string arg = argv[i];
-    if (arg == "-h" || arg == "--help") {
-      std::fputs(HelpText().c_str(), stdout);
-      std::exit(0);
-    }
-    if (arg.size() < 2 || arg[0] != '-' || (arg[1] >= '0' && arg[1] <= '9')) {
-      positional.push_back(arg);
-      continue;
-    }
-    const Flag* flag;
-    std::string value;
-    bool has_value = false;
-    if (arg[1] == '-') {
-      std::string name = arg.substr(2);
-      if (const auto eq = name.find('='); eq != std::string::npos) {
-        value = name.substr(eq + 1);
-        name = name.substr(0, eq);
-        has_value = true;
-      }
-      flag = &FindLong(name);
-    } else {
-      flag = &FindShort(arg[1]);
-      if (arg.size() > 2) {
-        value = arg.substr(2);
-        has_value = true;
-      }
-    }
-    const bool optional_value = flag->value_hint != nullptr && flag->value_hint[0] == '[';
-    if (flag->value_hint != nullptr && !optional_value && !has_value) {
-      if (i + 1 >= argc) Fail("flag --", flag->name, " needs a value (", flag->value_hint, ")");
-      value = argv[++i];
-    }
-    flag->set(options, value);
-  }
+  const std::vector<std::string> positional = ParseFlags(Flags(), "rdmalab-bench", HelpText(), argc, argv, options);
   if (positional.empty()) Fail("no mode given: expected one of lat, tput, echo, atomics, sgbatch, sequencer");
   options.mode = positional[0];
   if (positional.size() > 2) Fail("unexpected argument '", positional[2], "': expected MODE [SERVER_HOST]");
@@ -247,16 +107,14 @@ Options ParseOptions(int argc, char** argv) {
 
 json ConfigJson(const Options& options) {
   json config = {{"mode", options.mode}};
-  for (const auto& flag : Flags()) config[Key(flag.name)] = flag.get(options);
+  config.update(FlagsJson(Flags(), options, false));
   config["server_host"] = options.server_host;
   return config;
 }
 
 json SymmetricConfigJson(const Options& options) {
   json config = {{"mode", options.mode}};
-  for (const auto& flag : Flags()) {
-    if (flag.symmetric) config[Key(flag.name)] = flag.get(options);
-  }
+  config.update(FlagsJson(Flags(), options, true));
   return config;
 }
 

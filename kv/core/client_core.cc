@@ -1,0 +1,174 @@
+#include "kv/core/client_core.h"
+
+#include <algorithm>
+#include <string>
+
+namespace rdmalab::kv {
+
+using nlohmann::json;
+
+void ClientCounts::Add(const ClientCounts& o) {
+  completed += o.completed;
+  gets += o.gets;
+  puts += o.puts;
+  get_hits += o.get_hits;
+  get_misses += o.get_misses;
+  puts_refused += o.puts_refused;
+  checked += o.checked;
+  wrong_key += o.wrong_key;
+  corrupt += o.corrupt;
+  retries += o.retries;
+  stale_answers += o.stale_answers;
+  unanswered += o.unanswered;
+  all_completed += o.all_completed;
+}
+
+ClientState::ClientState(const WorkloadConfig& workload_config, std::uint32_t id, const ClientPlan& plan)
+    : workload(workload_config, id), global_id(id), slots(plan.window), values(plan.window * plan.value_bytes) {}
+
+void PrepareRequest(ClientState& client, std::uint32_t slot, std::uint32_t value_bytes) {
+  ClientState::Slot& s = client.slots[slot];
+  const Op op = client.workload.Next();
+  s.sequence = client.next_sequence++;
+  s.busy = true;
+  ++client.in_flight;
+  Request& r = s.request;
+  r.id = (s.sequence << kSlotBits) | slot;
+  r.get = op.get;
+  r.key_index = op.key_index;
+  r.key = KeyHashOf(op.key_index);
+  if (op.get) {
+    r.value = nullptr;
+    r.value_bytes = 0;
+  } else {
+    std::uint8_t* value = client.values.data() + std::size_t{slot} * value_bytes;
+    FillValue(op.key_index, client.global_id, s.sequence, value, value_bytes);
+    r.value = value;
+    r.value_bytes = value_bytes;
+  }
+}
+
+bool AcceptResponse(ClientState& client, const Response& response, const ClientPlan& plan, std::uint64_t now,
+                    bool measuring, const TscClock& clock, LatencyHistogram& latency) {
+  const std::uint32_t slot_index = SlotOf(response.id);
+  if (slot_index >= client.slots.size()) {
+    ++client.counts.stale_answers;
+    return false;
+  }
+  ClientState::Slot& slot = client.slots[slot_index];
+  if (!slot.busy || slot.request.id != response.id) {
+    ++client.counts.stale_answers;
+    return false;
+  }
+  slot.busy = false;
+  --client.in_flight;
+  ClientCounts& counts = client.counts;
+  ++counts.all_completed;
+  if (slot.request.get) {
+    if (response.found) {
+      if (plan.validate) {
+        ++counts.checked;
+        switch (CheckValue(slot.request.key_index, response.value, response.value_bytes, plan.value_bytes)) {
+          case ValueCheck::kOk:
+            break;
+          case ValueCheck::kWrongKey:
+            ++counts.wrong_key;
+            break;
+          case ValueCheck::kCorrupt:
+            ++counts.corrupt;
+            break;
+        }
+      }
+    }
+  } else if (!response.found) {
+    ++counts.puts_refused;
+  }
+  if (!measuring) return true;
+  ++counts.completed;
+  if (slot.request.get) {
+    ++counts.gets;
+    ++(response.found ? counts.get_hits : counts.get_misses);
+  } else {
+    ++counts.puts;
+  }
+  if (client.first_measured == 0) client.first_measured = now;
+  client.last_measured = now;
+  latency.Record(clock.TicksToNs(now - slot.first_sent));
+  return true;
+}
+
+ResultRow ClientRow(const std::vector<ClientState>& clients, const std::vector<ThreadOutcome>& threads,
+                    std::uint32_t value_bytes, int process_index, const TscClock& clock) {
+  ResultRow row;
+  row.size_bytes = value_bytes;
+  row.payload_bytes_per_op = value_bytes;
+  row.latency_kind = "round_trip";
+  row.latency_ns = std::make_unique<LatencyHistogram>();
+  std::uint64_t start = ~std::uint64_t{0}, end = 0;
+  for (const auto& thread : threads) {
+    row.latency_ns->Merge(thread.latency);
+    start = std::min(start, thread.start);
+    end = std::max(end, thread.end);
+  }
+  const double duration_s = end > start ? static_cast<double>(clock.TicksToNs(end - start)) / 1e9 : 0.0;
+  ClientCounts total;
+  for (const auto& client : clients) {
+    total.Add(client.counts);
+    const double client_s = client.last_measured > client.first_measured
+                                ? static_cast<double>(clock.TicksToNs(client.last_measured - start)) / 1e9
+                                : 0.0;
+    row.per_peer.push_back({{"peer", "client/" + std::to_string(process_index) + "." + std::to_string(client.global_id)},
+                            {"ops", client.counts.completed},
+                            {"mops", client_s > 0 ? static_cast<double>(client.counts.completed) / client_s / 1e6 : 0.0},
+                            {"retries", client.counts.retries},
+                            {"unanswered", client.counts.unanswered}});
+  }
+  row.ops = total.completed;
+  row.duration_s = duration_s;
+  row.extra = CountsJson(total);
+  return row;
+}
+
+json CountsJson(const ClientCounts& c) {
+  return {{"gets", c.gets},
+          {"puts", c.puts},
+          {"get_hits", c.get_hits},
+          {"get_misses", c.get_misses},
+          {"puts_refused", c.puts_refused},
+          {"checked", c.checked},
+          {"wrong_key", c.wrong_key},
+          {"corrupt", c.corrupt},
+          {"retries", c.retries},
+          {"stale_answers", c.stale_answers},
+          {"unanswered", c.unanswered},
+          {"completed_all", c.all_completed}};
+}
+
+ClientCounts CountsFromJson(const json& j) {
+  ClientCounts c;
+  c.gets = j.at("gets");
+  c.puts = j.at("puts");
+  c.get_hits = j.at("get_hits");
+  c.get_misses = j.at("get_misses");
+  c.puts_refused = j.at("puts_refused");
+  c.checked = j.at("checked");
+  c.wrong_key = j.at("wrong_key");
+  c.corrupt = j.at("corrupt");
+  c.retries = j.at("retries");
+  c.stale_answers = j.at("stale_answers");
+  c.unanswered = j.at("unanswered");
+  c.all_completed = j.at("completed_all");
+  c.completed = c.gets + c.puts;
+  return c;
+}
+
+json ValidationJson(bool enabled, const ClientCounts& total) {
+  if (!enabled) return {{"enabled", false}};
+  return {{"enabled", true},
+          {"ok", total.wrong_key == 0 && total.corrupt == 0},
+          {"checked", total.checked},
+          {"wrong_key", total.wrong_key},
+          {"corrupt", total.corrupt}};
+}
+
+}  // namespace rdmalab::kv

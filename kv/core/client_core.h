@@ -1,0 +1,187 @@
+// The client core every key-value system plugs its transport into: W requests in flight
+// per client, many clients per thread (each with its own transport: QPs or connections),
+// keys and operations from the workload, values checked against what was PUT, latency in
+// the rdma/ histogram, retries after a timeout (same request id, so the server may see a
+// request twice and the client ignores the second answer), and a deadline on everything.
+//
+// A transport is any type with (called from its client's thread only; no virtual call):
+//   void Issue(const Request& request);   // first send; the window guarantees room
+//   void Resend(const Request& request);  // the same request again after --retry-ms
+//   int Poll(Response* out, int max);     // answers that arrived; values valid until the next Poll
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "kv/workload/keyhash.h"
+#include "kv/workload/workload.h"
+#include "rdma/clock.h"
+#include "rdma/histogram.h"
+#include "rdma/result_row.h"
+
+namespace rdmalab::kv {
+
+// A request id carries its window slot in the low bits, so an answer finds its slot
+// without a search, and a sequence number above them, so a late answer to an earlier
+// request in the same slot is recognized as stale.
+constexpr std::uint32_t kSlotBits = 8;
+constexpr std::uint32_t kMaxWindow = 1u << kSlotBits;
+inline std::uint32_t SlotOf(std::uint32_t id) { return id & (kMaxWindow - 1); }
+
+struct Request {
+  std::uint32_t id = 0;
+  bool get = true;
+  std::uint64_t key_index = 0;
+  KeyHash key{};
+  const std::uint8_t* value = nullptr;  // PUT
+  std::uint32_t value_bytes = 0;        // PUT
+};
+
+struct Response {
+  std::uint32_t id = 0;
+  bool found = false;  // GET: hit; PUT: stored
+  const std::uint8_t* value = nullptr;
+  std::uint32_t value_bytes = 0;
+};
+
+struct ClientCounts {
+  std::uint64_t completed = 0;  // measured: answered inside the measured interval
+  std::uint64_t gets = 0, puts = 0, get_hits = 0, get_misses = 0, puts_refused = 0;
+  std::uint64_t checked = 0, wrong_key = 0, corrupt = 0;
+  std::uint64_t retries = 0, stale_answers = 0, unanswered = 0;
+  std::uint64_t all_completed = 0;  // warm-up and drain included
+  void Add(const ClientCounts& other);
+};
+
+struct ClientPlan {
+  std::uint32_t window = 4;
+  std::uint32_t value_bytes = 32;
+  bool validate = false;
+  std::uint64_t ops_per_client = 0;  // 0: run for measure_ns
+  std::uint64_t warmup_ns = 0;
+  std::uint64_t measure_ns = 0;
+  std::uint64_t retry_ns = 100'000'000;
+  std::uint64_t drain_ns = 2'000'000'000;  // after the last issue, how long answers may take
+};
+
+// One client's state beside its transport: the window, its values, its counts.
+struct ClientState {
+  ClientState(const WorkloadConfig& workload, std::uint32_t global_id, const ClientPlan& plan);
+  struct Slot {
+    Request request;
+    std::uint64_t first_sent = 0;  // ticks
+    std::uint64_t last_sent = 0;
+    std::uint32_t sequence = 0;
+    bool busy = false;
+  };
+  Workload workload;
+  std::uint32_t global_id;
+  std::vector<Slot> slots;
+  std::vector<std::uint8_t> values;  // one PUT value per window slot
+  std::uint32_t next_sequence = 1;
+  std::uint32_t in_flight = 0;
+  std::uint64_t issued_measured = 0;  // requests issued that count toward ops_per_client
+  bool issuing = true;
+  ClientCounts counts;
+  std::uint64_t first_measured = 0, last_measured = 0;  // ticks of the measured interval
+};
+
+// Fills the next request of `slot`: an operation from the workload, a fresh id, the value of a PUT.
+void PrepareRequest(ClientState& client, std::uint32_t slot, std::uint32_t value_bytes);
+// Accounts an answer: returns false when it is stale (an earlier request of that slot, or a duplicate).
+bool AcceptResponse(ClientState& client, const Response& response, const ClientPlan& plan, std::uint64_t now,
+                    bool measuring, const TscClock& clock, LatencyHistogram& latency);
+
+struct ThreadOutcome {
+  LatencyHistogram latency;
+  std::uint64_t start = 0, end = 0;  // ticks of the measured interval of the thread's clients
+};
+
+// Runs the clients of one thread to completion: fill every window, poll, account, reissue,
+// retry what went unanswered, stop issuing at the goal, drain. `abort` ends it early.
+template <typename Transport>
+void RunClients(std::vector<std::unique_ptr<Transport>>& transports, std::vector<ClientState>& clients,
+                const ClientPlan& plan, const TscClock& clock, std::uint64_t deadline_ticks,
+                const std::atomic<bool>& abort, ThreadOutcome& outcome) {
+  constexpr int kPollMax = 16;
+  constexpr std::uint32_t kHousekeepingMask = 0xFF;  // loop turns between clock reads for retries
+  const std::uint64_t start = clock.Now();
+  const std::uint64_t measure_start = start + clock.NsToTicks(plan.warmup_ns);
+  const std::uint64_t measure_end = plan.ops_per_client ? ~std::uint64_t{0} : measure_start + clock.NsToTicks(plan.measure_ns);
+  const std::uint64_t retry_ticks = clock.NsToTicks(plan.retry_ns);
+  const std::uint64_t drain_ticks = clock.NsToTicks(plan.drain_ns);
+  std::uint64_t now = start, drain_deadline = ~std::uint64_t{0};
+  outcome.start = measure_start;
+
+  for (std::size_t c = 0; c < clients.size(); ++c) {
+    for (std::uint32_t s = 0; s < plan.window; ++s) {
+      PrepareRequest(clients[c], s, plan.value_bytes);
+      clients[c].slots[s].first_sent = clients[c].slots[s].last_sent = now;
+      transports[c]->Issue(clients[c].slots[s].request);
+    }
+  }
+  Response responses[kPollMax];
+  for (std::uint32_t turn = 0;; ++turn) {
+    bool busy = false;
+    for (std::size_t c = 0; c < clients.size(); ++c) {
+      ClientState& client = clients[c];
+      if (client.in_flight == 0 && !client.issuing) continue;
+      busy = true;
+      const int n = transports[c]->Poll(responses, kPollMax);
+      if (n == 0) continue;
+      now = clock.Now();
+      const bool measuring = now >= measure_start && now < measure_end;
+      for (int i = 0; i < n; ++i) {
+        if (!AcceptResponse(client, responses[i], plan, now, measuring, clock, outcome.latency)) continue;
+        if (plan.ops_per_client != 0 && now >= measure_start && client.issued_measured >= plan.ops_per_client) {
+          client.issuing = false;
+        }
+        if (now >= measure_end) client.issuing = false;
+        if (!client.issuing) continue;
+        const std::uint32_t slot = SlotOf(responses[i].id);
+        PrepareRequest(client, slot, plan.value_bytes);
+        client.slots[slot].first_sent = client.slots[slot].last_sent = now;
+        if (now >= measure_start) ++client.issued_measured;
+        transports[c]->Issue(client.slots[slot].request);
+      }
+    }
+    if (!busy) break;
+    if ((turn & kHousekeepingMask) != 0) continue;
+    now = clock.Now();
+    if (abort.load(std::memory_order_relaxed) || now >= deadline_ticks) break;
+    bool any_issuing = false;
+    for (std::size_t c = 0; c < clients.size(); ++c) {
+      ClientState& client = clients[c];
+      if (now >= measure_end) client.issuing = false;
+      any_issuing |= client.issuing;
+      for (auto& slot : client.slots) {
+        if (slot.busy && now - slot.last_sent >= retry_ticks) {
+          slot.last_sent = now;
+          ++client.counts.retries;
+          transports[c]->Resend(slot.request);
+        }
+      }
+    }
+    if (!any_issuing && drain_deadline == ~std::uint64_t{0}) drain_deadline = now + drain_ticks;
+    if (now >= drain_deadline) break;
+  }
+  std::uint64_t end = outcome.start;
+  for (auto& client : clients) {
+    client.counts.unanswered += client.in_flight;
+    end = std::max(end, client.last_measured);
+  }
+  outcome.end = end;
+}
+
+// The process's row from its clients: rate over the measured interval of all threads,
+// latency merged, one per_peer entry per client ("client/<process>.<client>").
+ResultRow ClientRow(const std::vector<ClientState>& clients, const std::vector<ThreadOutcome>& threads,
+                    std::uint32_t value_bytes, int process_index, const TscClock& clock);
+nlohmann::json CountsJson(const ClientCounts& counts);
+ClientCounts CountsFromJson(const nlohmann::json& json);
+// {"enabled", "ok", "checked", "wrong_key", "corrupt"} over the clients.
+nlohmann::json ValidationJson(bool enabled, const ClientCounts& total);
+
+}  // namespace rdmalab::kv

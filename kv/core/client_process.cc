@@ -1,0 +1,54 @@
+#include "kv/core/client_process.h"
+
+namespace rdmalab::kv {
+
+using nlohmann::json;
+
+WorkloadConfig WorkloadOf(const Options& o) {
+  WorkloadConfig config;
+  config.keys = o.keys;
+  config.get_fraction = 1.0 - o.put_fraction;
+  config.zipf = o.distribution == "zipf";
+  config.zipf_theta = o.zipf_theta;
+  config.value_bytes = static_cast<std::uint32_t>(o.value_size);
+  config.seed = o.seed;
+  Check(config);
+  return config;
+}
+
+ClientPlan PlanOf(const Options& o) {
+  ClientPlan plan;
+  plan.window = static_cast<std::uint32_t>(o.window);
+  plan.value_bytes = static_cast<std::uint32_t>(o.value_size);
+  plan.validate = o.validate;
+  plan.ops_per_client = o.iters;
+  plan.warmup_ns = static_cast<std::uint64_t>(o.warmup_s * 1e9);
+  plan.measure_ns = static_cast<std::uint64_t>(o.duration_s * 1e9);
+  plan.retry_ns = static_cast<std::uint64_t>(o.retry_ms * 1e6);
+  plan.drain_ns = std::max<std::uint64_t>(plan.retry_ns * 20, 2'000'000'000);
+  return plan;
+}
+
+std::uint32_t GlobalClientId(const Session& session, int j) {
+  return static_cast<std::uint32_t>(session.index() * session.options().clients + j);
+}
+
+Report FinishClientProcess(Session& session, const std::vector<ClientState>& clients,
+                           const std::vector<ThreadOutcome>& outcomes) {
+  const Options& o = session.options();
+  Report report;
+  report.rows.push_back(ClientRow(clients, outcomes, static_cast<std::uint32_t>(o.value_size), session.index(),
+                                  session.clock()));
+  ClientCounts total;
+  for (const auto& client : clients) total.Add(client.counts);
+  report.validation = ValidationJson(o.validate, total);
+  const ResultRow& row = report.rows.front();
+  session.Put("result", {{"ops", row.ops}, {"duration_s", row.duration_s}, {"per_peer", row.per_peer},
+                         {"counts", CountsJson(total)}});
+  if (total.unanswered != 0) {
+    report.notes.push_back(std::to_string(total.unanswered) + " requests still unanswered when the run ended");
+  }
+  return report;
+}
+
+}  // namespace rdmalab::kv

@@ -1,0 +1,156 @@
+#include "kv/core/options.h"
+
+#include <vector>
+
+#include "kv/core/systems.h"
+#include "rdma/error.h"
+#include "rdma/flags.h"
+
+namespace rdmalab::kv {
+namespace {
+
+using nlohmann::json;
+using Flag = rdmalab::Flag<Options>;
+
+const std::vector<Flag>& Flags() {
+  static const std::vector<Flag> flags = {
+      {"system", 0, "NAME", true, "key-value system (see --help's list)", RDMALAB_STRING_FLAG(system)},
+      {"ib-dev", 'd', "NAME", false, "RDMA device (default: the first one listed)", RDMALAB_STRING_FLAG(ib_dev)},
+      {"ib-port", 'i', "N", false, "device port", RDMALAB_INT_FLAG(ib_port, 1, 255)},
+      {"gid-index", 'x', "N", false, "GID index; -1: none on IB, 0 on RoCE", RDMALAB_INT_FLAG(gid_index, -1, 1024)},
+      {"port", 'p', "N", false, "TCP port of a standalone server's rendezvous", RDMALAB_INT_FLAG(port, 1, 65535)},
+      {"rendezvous", 0, "HOST:PORT", false, "coordinator's rendezvous (token in $RDMALAB_RENDEZVOUS_TOKEN)",
+       RDMALAB_STRING_FLAG(rendezvous)},
+      {"role", 0, "ROLE", false, "server | client (coordinator runs; standalone: the first argument)",
+       RDMALAB_CHOICE_FLAG(role, "server", "client")},
+      {"index", 0, "I", false, "0-based index of a client process", RDMALAB_INT_FLAG(index, 0, 1 << 20)},
+      {"peers", 0, "N", false, "server: client processes; client: 1", RDMALAB_INT_FLAG(peers, 1, 4096)},
+      {"keys", 0, "N", true, "distinct keys", RDMALAB_INT_FLAG(keys, 1, 1ll << 32)},
+      {"put-fraction", 0, "F", true, "fraction of operations that are PUTs", RDMALAB_NUMBER_FLAG(put_fraction, 0, 1)},
+      {"distribution", 0, "D", true, "key popularity: uniform | zipf",
+       RDMALAB_CHOICE_FLAG(distribution, "uniform", "zipf")},
+      {"zipf-theta", 0, "T", true, "Zipf skew (YCSB: 0.99)", RDMALAB_NUMBER_FLAG(zipf_theta, 0.01, 0.9999)},
+      {"key-size", 0, "BYTES", true, "key bytes (HERD: the 16-byte keyhash)", RDMALAB_INT_FLAG(key_size, 16, 16)},
+      {"value-size", 's', "BYTES", true, "value bytes", RDMALAB_INT_FLAG(value_size, 1, 1000)},
+      {"window", 'w', "W", true, "requests in flight per client", RDMALAB_INT_FLAG(window, 1, 256)},
+      {"clients", 0, "N", true, "clients per client process (each its own QPs or connections)",
+       RDMALAB_INT_FLAG(clients, 1, 1024)},
+      {"threads", 0, "N", false, "client threads per process; the clients are spread over them",
+       RDMALAB_INT_FLAG(threads, 1, 256)},
+      {"iters", 'n', "N", true, "operations per client (default 100000; excludes -D)",
+       RDMALAB_INT_FLAG(iters, 1, 1ll << 50)},
+      {"duration", 'D', "SEC", true, "measure for SEC seconds instead of -n", RDMALAB_SECONDS_FLAG(duration_s, 0)},
+      {"warmup", 0, "SEC", true, "warm-up before measuring", RDMALAB_SECONDS_FLAG(warmup_s, 0)},
+      {"validate", 0, nullptr, true, "check every GET's value against what was PUT", RDMALAB_SWITCH_FLAG(validate)},
+      {"retry-ms", 0, "MS", true, "a request unanswered this long is sent again (same id)",
+       RDMALAB_NUMBER_FLAG(retry_ms, 0.01, 1e6)},
+      {"workers", 0, "NS", true, "HERD: server worker threads (one key partition each)",
+       RDMALAB_INT_FLAG(workers, 1, 64)},
+      {"cq-mod", 'Q', "N", true, "signal one SEND/WRITE in N", RDMALAB_INT_FLAG(cq_mod, 1, 4096)},
+      {"inline_size", 'I', "BYTES", true, "HERD: responses with values up to BYTES go inline",
+       RDMALAB_INT_FLAG(inline_size, 0, 1000)},
+      {"batch", 0, nullptr, true, "HERD: answer a sweep's requests with one doorbell (guide16)",
+       RDMALAB_SWITCH_FLAG(batch)},
+      {"qp", 'q', "N", true, "HERD: response UD QPs per worker, used in turn (guide16 multi-queue: 3)",
+       RDMALAB_INT_FLAG(qp, 1, 16)},
+      {"log-mb", 0, "MB", true, "HERD: cache log per worker", RDMALAB_INT_FLAG(log_mb, 1, 1 << 16)},
+      {"index-log2", 0, "N", true, "HERD: log2 of index buckets per worker (0: sized for --keys)",
+       RDMALAB_INT_FLAG(index_log2, 0, 30)},
+      {"preload", 0, "[=BOOL]", true, "load every key before the run, so GETs hit", RDMALAB_SWITCH_FLAG(preload)},
+      {"protocol", 0, "P", true, "memcached: text | binary", RDMALAB_CHOICE_FLAG(protocol, "text", "binary")},
+      {"pipeline", 0, nullptr, true,
+       "TCP: the window's requests share one connection (pipelined); off: one connection per window slot",
+       RDMALAB_SWITCH_FLAG(pipeline)},
+      {"server-threads", 0, "N", true, "memcached/redis: server threads (memcached -t; redis io-threads)",
+       RDMALAB_INT_FLAG(server_threads, 1, 64)},
+      {"server-bin", 0, "PATH", false, "memcached/redis: the server program (default: from PATH)",
+       RDMALAB_STRING_FLAG(server_bin)},
+      {"bind", 0, "ADDR", false, "memcached/redis: address the server listens on and clients reach",
+       RDMALAB_STRING_FLAG(bind)},
+      {"tcp-port", 0, "N", false, "memcached/redis: server port (0: a free one)",
+       RDMALAB_INT_FLAG(tcp_port, 0, 65535)},
+      {"timeout", 0, "SEC", false, "whole-run deadline", RDMALAB_SECONDS_FLAG(timeout_s, 0.1)},
+      {"cpus", 0, "LIST", false, "CPUs for the threads (default: the device's NUMA node)", RDMALAB_STRING_FLAG(cpus)},
+      {"use_hugepages", 0, nullptr, false, "2 MiB hugepages for registered memory",
+       RDMALAB_SWITCH_FLAG(use_hugepages)},
+      {"seed", 0, "N", true, "random seed (keys, operations)", RDMALAB_INT_FLAG(seed, 0, 1ll << 62)},
+      {"out_json", 0, "[=FILE]", false, "one JSON document to FILE, or to stdout (table then on stderr)",
+       [](Options& o, const std::string& v) {
+         o.out_json = true;
+         o.out_json_file = v;
+       },
+       [](const Options& o) { return json(o.out_json_file); }},
+  };
+  return flags;
+}
+
+}  // namespace
+
+std::string HelpText() {
+  std::string systems;
+  for (const auto& system : Systems()) systems += std::string("  ") + system.name + ": " + system.summary + "\n";
+  return "usage: rdmalab-kv server|client --system NAME [flags] [SERVER_HOST]\n"
+         "       rdmalab-kv --rendezvous HOST:PORT --role ROLE --index I --peers N --system NAME [flags]\n"
+         "A standalone server is started without SERVER_HOST; clients name it. Flags accept '-' or '_'.\n"
+         "systems:\n" +
+         systems + "\n" + FlagHelp(Flags(), [](const char* name) {
+           return std::string(name) == "iters" || std::string(name) == "out_json";
+         });
+}
+
+Options ParseOptions(int argc, char** argv) {
+  Options options;
+  const std::vector<std::string> positional = ParseFlags(Flags(), "rdmalab-kv", HelpText(), argc, argv, options);
+  std::size_t next = 0;
+  if (next < positional.size() && (positional[next] == "server" || positional[next] == "client")) {
+    if (!options.role.empty() && options.role != positional[next]) {
+      Fail("role '", positional[next], "' contradicts --role ", options.role);
+    }
+    options.role = positional[next++];
+  }
+  if (options.role.empty()) Fail("no role given: expected 'server' or 'client' as the first argument, or --role");
+  if (next < positional.size()) options.server_host = positional[next++];
+  if (next < positional.size()) Fail("unexpected argument '", positional[next], "': expected ROLE [SERVER_HOST]");
+  if (options.role == "client" && options.server_host.empty() && options.rendezvous.empty()) {
+    Fail("a client needs the server's host (last argument) or --rendezvous HOST:PORT");
+  }
+  if (options.role == "server" && !options.server_host.empty()) {
+    Fail("the server takes no SERVER_HOST (got '", options.server_host, "')");
+  }
+  if (options.iters == 0 && options.duration_s == 0) options.iters = 100'000;
+  if (options.iters != 0 && options.duration_s != 0) Fail("--iters and --duration exclude each other; give one");
+  if (options.clients < options.threads) {
+    Fail("--threads ", options.threads, " exceeds --clients ", options.clients, ": a thread serves at least one client");
+  }
+  FindSystem(options.system);
+  return options;
+}
+
+json ConfigJson(const Options& options) {
+  json config = FlagsJson(Flags(), options, false);
+  config["role"] = options.role;
+  config["server_host"] = options.server_host;
+  return config;
+}
+
+json SymmetricConfigJson(const Options& options) { return FlagsJson(Flags(), options, true); }
+
+ParticipantConfig ParticipantConfigOf(const Options& o) {
+  ParticipantConfig config;
+  config.program = "rdmalab-kv --system " + o.system;
+  config.ib_dev = o.ib_dev;
+  config.ib_port = o.ib_port;
+  config.gid_index = o.gid_index;
+  config.server_host = o.server_host;
+  config.port = o.port;
+  config.rendezvous = o.rendezvous;
+  config.role = o.role;
+  config.index = o.index;
+  config.peers = o.peers;
+  config.timeout_s = o.timeout_s;
+  config.cpus = o.cpus;
+  config.symmetric = SymmetricConfigJson(o);
+  return config;
+}
+
+}  // namespace rdmalab::kv

@@ -1,0 +1,74 @@
+// Every knob of rdmalab-kv, as one struct filled from one flag table (options.cc): perftest
+// spellings where the meaning is the same, a default, a help line, and whether both sides
+// of a run must agree on it (symmetric flags are checked when the clients join).
+#pragma once
+
+#include <nlohmann/json.hpp>
+
+#include <cstdint>
+#include <string>
+
+#include "rdma/session.h"
+
+namespace rdmalab::kv {
+
+struct Options {
+  std::string role;    // server | client (first argument, or --role under the coordinator)
+  std::string system = "herd";
+  // Device and addressing.
+  std::string ib_dev;
+  int ib_port = 1;
+  int gid_index = -1;
+  std::string server_host;
+  int port = 18515;
+  std::string rendezvous;
+  int index = 0;
+  int peers = 1;
+  // Workload (kv/workload).
+  std::uint64_t keys = 1 << 20;
+  double put_fraction = 0.05;
+  std::string distribution = "uniform";
+  double zipf_theta = 0.99;
+  int key_size = 16;
+  int value_size = 32;
+  // Clients.
+  int window = 4;
+  int clients = 1;  // logical clients per client process, each with its own QPs or connections
+  int threads = 1;  // threads per process (client: the clients are spread over them; server: see --workers)
+  std::uint64_t iters = 0;  // operations per client; 0: the default unless -D
+  double duration_s = 0;
+  double warmup_s = 0.2;
+  bool validate = false;
+  double retry_ms = 100;
+  // HERD server.
+  int workers = 1;
+  int cq_mod = 64;
+  int inline_size = 192;
+  bool batch = false;
+  int qp = 1;  // response UD QPs per worker (multi-queue when > 1)
+  int log_mb = 64;
+  int index_log2 = 0;  // 0: sized for --keys
+  bool preload = true;
+  // TCP baselines.
+  std::string protocol = "text";  // memcached: text | binary
+  bool pipeline = false;
+  int server_threads = 1;
+  std::string server_bin;  // empty: memcached / redis-server from PATH
+  std::string bind = "127.0.0.1";
+  int tcp_port = 0;        // 0: a free port
+  // Run control and output.
+  double timeout_s = 60;
+  std::string cpus;
+  bool use_hugepages = false;
+  bool out_json = false;
+  std::string out_json_file;
+  std::uint64_t seed = 1;
+};
+
+Options ParseOptions(int argc, char** argv);
+nlohmann::json ConfigJson(const Options& options);
+nlohmann::json SymmetricConfigJson(const Options& options);
+ParticipantConfig ParticipantConfigOf(const Options& options);
+std::string HelpText();
+
+}  // namespace rdmalab::kv

@@ -1,0 +1,31 @@
+// The system table: a key-value system is a server and a client over one Session, plus the
+// checks it makes of the options before anything is touched. main.cc looks systems up here
+// by name, as rdmalab-bench looks up its modes.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "kv/core/options.h"
+#include "kv/core/report.h"
+#include "kv/core/session.h"
+
+namespace rdmalab::kv {
+
+struct System {
+  const char* name;
+  const char* summary;
+  void (*check)(Options& options);  // fails naming the conflict
+  Report (*server)(Session& session);
+  Report (*client)(Session& session);
+};
+
+const std::vector<System>& Systems();
+const System& FindSystem(const std::string& name);
+
+// System entry points (one folder each).
+void CheckHerd(Options& options);
+Report RunHerdServer(Session& session);
+Report RunHerdClient(Session& session);
+
+}  // namespace rdmalab::kv

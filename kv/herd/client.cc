@@ -1,0 +1,202 @@
+// HERD's client transport: a request is one UC WRITE into the client's slot of the
+// worker that owns the key (Partition of the keyhash), inline up to 256 bytes, signaled
+// one in --cq-mod; answers arrive as UD SENDs on the client's QP for that worker, whose
+// RECVs are re-posted in batches of kRecvRefill.
+#include <infiniband/verbs.h>
+
+#include <memory>
+#include <vector>
+
+#include "kv/core/client_process.h"
+#include "kv/core/systems.h"
+#include "kv/herd/herd.h"
+#include "kv/herd/protocol.h"
+#include "rdma/connect.h"
+#include "rdma/error.h"
+#include "rdma/send_ring.h"
+
+namespace rdmalab::kv {
+namespace herd {
+namespace {
+
+using nlohmann::json;
+
+class HerdTransport {
+ public:
+  HerdTransport(Session& session, std::uint32_t client);
+  json Describe() const;
+  void Connect(const json& server_uc, const RemoteRegion& region);
+
+  void Issue(const Request& request) { Send(request); }
+  void Resend(const Request& request) { Send(request); }
+  int Poll(Response* out, int max);
+
+ private:
+  void Send(const Request& request);
+  void PostRecvs(std::uint32_t qp, const std::uint32_t* buffers, std::uint32_t count);
+
+  Session& session_;
+  const Options& o_;
+  std::uint32_t client_;
+  RegionLayout layout_;
+  RemoteRegion region_;
+  CqPtr send_cq_, recv_cq_;
+  QpPtr uc_qp_;
+  std::vector<QpPtr> ud_qps_;  // one per worker
+  SendRing ring_;
+  std::uint32_t max_inline_ = 0;
+  Region staging_;    // per window slot: the request as it is written
+  Region responses_;  // per worker QP: recv_depth_ buffers
+  std::uint32_t recv_depth_ = 0;
+  std::vector<std::vector<std::uint32_t>> consumed_;  // per QP: buffers to re-post
+};
+
+HerdTransport::HerdTransport(Session& session, std::uint32_t client)
+    : session_(session), o_(session.options()), client_(client) {
+  const Device& device = session.device();
+  layout_.workers = static_cast<std::uint32_t>(o_.workers);
+  layout_.window = static_cast<std::uint32_t>(o_.window);
+  const std::uint32_t depth = static_cast<std::uint32_t>(o_.cq_mod + o_.window);
+  recv_depth_ = static_cast<std::uint32_t>(o_.window) + 2 * kRecvRefill;
+  send_cq_ = CreateCq(device, static_cast<int>(depth));
+  recv_cq_ = CreateCq(device, static_cast<int>(recv_depth_ * layout_.workers));
+  QpCaps uc;
+  uc.type = IBV_QPT_UC;
+  uc.send_depth = depth;
+  uc.recv_depth = 1;
+  uc.inline_bytes = kMaxInlineRequestBytes;
+  uc_qp_ = CreateQp(device, session.pd(), send_cq_.get(), recv_cq_.get(), uc);
+  max_inline_ = uc.inline_bytes;
+  ring_.qp = uc_qp_.get();
+  ring_.depth = depth;
+  ring_.signal_every = static_cast<std::uint32_t>(o_.cq_mod);
+  QpCaps ud;
+  ud.type = IBV_QPT_UD;
+  ud.send_depth = 1;
+  ud.recv_depth = recv_depth_;
+  staging_ = MakeRegion(session, std::size_t{layout_.window} * kSlotBytes, o_.use_hugepages);
+  responses_ = MakeRegion(session, std::size_t{layout_.workers} * recv_depth_ * kResponseBufferBytes, o_.use_hugepages);
+  consumed_.resize(layout_.workers);
+  std::vector<std::uint32_t> all(recv_depth_);
+  for (std::uint32_t i = 0; i < recv_depth_; ++i) all[i] = i;
+  for (std::uint32_t s = 0; s < layout_.workers; ++s) {
+    ud_qps_.push_back(CreateQp(device, session.pd(), send_cq_.get(), recv_cq_.get(), ud));
+    ActivateUdQp(ud_qps_.back().get(), device, 0);
+    PostRecvs(s, all.data(), recv_depth_);
+    consumed_[s].reserve(recv_depth_);
+  }
+}
+
+json HerdTransport::Describe() const {
+  json qpns = json::array();
+  for (const auto& qp : ud_qps_) qpns.push_back(qp->qp_num);
+  return {{"uc", ToJson(Endpoint{uc_qp_->qp_num, client_, session_.address()})}, {"ud_qpns", qpns}};
+}
+
+void HerdTransport::Connect(const json& server_uc, const RemoteRegion& region) {
+  const Endpoint remote = EndpointFromJson(server_uc);
+  ConnectQp(uc_qp_.get(), session_.device(), session_.address(), remote, client_, 1);
+  region_ = region;
+  layout_.clients = static_cast<std::uint32_t>(region.bytes / (std::uint64_t{layout_.workers} * layout_.window * kSlotBytes));
+  if (client_ >= layout_.clients) {
+    Fail("client ", client_, " has no slots in the server's request region (", layout_.clients, " clients)");
+  }
+}
+
+void HerdTransport::PostRecvs(std::uint32_t qp, const std::uint32_t* buffers, std::uint32_t count) {
+  ibv_recv_wr wrs[kRecvRefill];
+  ibv_sge sges[kRecvRefill];
+  for (std::uint32_t done = 0; done < count;) {
+    const std::uint32_t n = std::min(kRecvRefill, count - done);
+    for (std::uint32_t i = 0; i < n; ++i) {
+      const std::uint32_t b = buffers[done + i];
+      sges[i].addr = reinterpret_cast<std::uintptr_t>(responses_.data()) +
+                     (std::uint64_t{qp} * recv_depth_ + b) * kResponseBufferBytes;
+      sges[i].length = kResponseBufferBytes;
+      sges[i].lkey = responses_.mr->lkey;
+      wrs[i].wr_id = (std::uint64_t{qp} << 32) | b;
+      wrs[i].sg_list = &sges[i];
+      wrs[i].num_sge = 1;
+      wrs[i].next = i + 1 < n ? &wrs[i + 1] : nullptr;
+    }
+    PostRecvOrFail(ud_qps_[qp].get(), wrs, "HERD response buffers");
+    done += n;
+  }
+}
+
+void HerdTransport::Send(const Request& request) {
+  while (!ring_.HasRoom(1)) ReapSends(send_cq_.get(), &ring_, "HERD requests");
+  const std::uint32_t w = SlotOf(request.id);
+  const std::uint32_t worker = Partition(request.key, layout_.workers);
+  const std::uint32_t bytes = RequestBytes(request.value_bytes);
+  std::uint8_t* slot_end = staging_.data() + std::size_t{w + 1} * kSlotBytes;
+  EncodeRequest(slot_end, request.key, request.id, request.value, static_cast<std::uint16_t>(request.value_bytes));
+  ibv_sge sge{reinterpret_cast<std::uintptr_t>(slot_end - bytes), bytes, staging_.mr->lkey};
+  ibv_send_wr wr{};
+  const std::uint64_t seq = ring_.posted;
+  wr.wr_id = ring_.WrId(seq);
+  wr.sg_list = &sge;
+  wr.num_sge = 1;
+  wr.opcode = IBV_WR_RDMA_WRITE;
+  wr.send_flags = (bytes <= max_inline_ ? IBV_SEND_INLINE : 0) | (ring_.Signaled(seq) ? IBV_SEND_SIGNALED : 0);
+  wr.wr.rdma.remote_addr = region_.address + (layout_.Slot(worker, client_, w) + 1) * kSlotBytes - bytes;
+  wr.wr.rdma.rkey = region_.rkey;
+  ibv_send_wr* bad = nullptr;
+  const int error_number = ibv_post_send(uc_qp_.get(), &wr, &bad);
+  if (error_number != 0) FailErrno("ibv_post_send (HERD request WRITE)", error_number);
+  ++ring_.posted;
+}
+
+int HerdTransport::Poll(Response* out, int max) {
+  // Buffers handed out by the previous Poll are free again now (their values were read).
+  for (std::uint32_t s = 0; s < layout_.workers; ++s) {
+    if (consumed_[s].size() >= kRecvRefill) {
+      PostRecvs(s, consumed_[s].data(), static_cast<std::uint32_t>(consumed_[s].size()));
+      consumed_[s].clear();
+    }
+  }
+  ibv_wc completions[kPollBatch];
+  const int n = ibv_poll_cq(recv_cq_.get(), std::min(max, kPollBatch), completions);
+  if (n < 0) Fail("ibv_poll_cq failed on HERD's response CQ");
+  for (int i = 0; i < n; ++i) {
+    const ibv_wc& wc = completions[i];
+    if (wc.status != IBV_WC_SUCCESS) CompletionFailed(wc, "receiving HERD responses");
+    const std::uint32_t qp = static_cast<std::uint32_t>(wc.wr_id >> 32);
+    const std::uint32_t b = static_cast<std::uint32_t>(wc.wr_id);
+    consumed_[qp].push_back(b);
+    const std::uint8_t* message = responses_.data() + (std::uint64_t{qp} * recv_depth_ + b) * kResponseBufferBytes + kUdGrhBytes;
+    Response& r = out[i];
+    std::memcpy(&r.id, message, 4);
+    std::uint16_t len = 0;
+    std::memcpy(&len, message + 6, 2);
+    const std::uint32_t received = wc.byte_len >= kUdGrhBytes + kResponseHeaderBytes ? wc.byte_len - kUdGrhBytes - kResponseHeaderBytes : 0;
+    r.found = message[4] == kHit || message[4] == kStored;
+    r.value = message + kResponseHeaderBytes;
+    r.value_bytes = std::min<std::uint32_t>(len, received);
+  }
+  // Keep the send queue moving: its signaled completions retire request WRITEs.
+  if (ring_.Outstanding() > ring_.signal_every) ReapSends(send_cq_.get(), &ring_, "HERD requests");
+  return n;
+}
+
+}  // namespace
+}  // namespace herd
+
+Report RunHerdClient(Session& session) {
+  using nlohmann::json;
+  const Options& o = session.options();
+  std::vector<std::unique_ptr<herd::HerdTransport>> transports;
+  json clients = json::array();
+  for (int j = 0; j < o.clients; ++j) {
+    transports.push_back(std::make_unique<herd::HerdTransport>(session, GlobalClientId(session, j)));
+    clients.push_back(transports.back()->Describe());
+  }
+  session.Put("herd", {{"address", ToJson(Endpoint{0, 0, session.address()})}, {"clients", clients}});
+  const json server = session.Get("server/0", "herd");
+  const RemoteRegion region = RemoteRegion::FromJson(server.at("region"));
+  const json& mine = server.at("uc").at(session.index());
+  for (int j = 0; j < o.clients; ++j) transports[j]->Connect(mine.at(j), region);
+  return RunClientProcess(session, transports);
+}
+
+}  // namespace rdmalab::kv

@@ -1,0 +1,429 @@
+// HERD's server: an initializer (this process's main thread) registers the request region
+// and connects one UC QP per client; NS workers each own a MICA partition, a UD QP (or
+// --qp of them, used in turn: guide16's multi-queue) and their chunk of the region, which
+// they poll slot by slot, round robin, by the slot's last byte. A detected request enters
+// the 2-stage pipeline (prefetch the index bucket; read it and prefetch the log entry, or
+// do all of a PUT; read the log entry and post the response); after 100 empty polls a
+// no-op pushes the pipeline so no request waits for the next one. With --batch a worker
+// takes up to one request per client in a sweep and answers them with one doorbell.
+#include <infiniband/verbs.h>
+
+#include <algorithm>
+#include <bit>
+#include <atomic>
+#include <cstring>
+#include <memory>
+#include <vector>
+
+#include "kv/cache/mica.h"
+#include "kv/core/client_core.h"
+#include "kv/core/systems.h"
+#include "kv/herd/herd.h"
+#include "kv/herd/protocol.h"
+#include "kv/workload/workload.h"
+#include "rdma/affinity.h"
+#include "rdma/connect.h"
+#include "rdma/error.h"
+#include "rdma/send_ring.h"
+#include "rdma/session.h"
+
+namespace rdmalab::kv {
+namespace herd {
+namespace {
+
+using nlohmann::json;
+
+constexpr std::uint32_t kPipelineDepth = 3;  // stage 0 (bucket prefetched), stage 1 done, responding
+constexpr std::uint64_t kStopCheckMask = 0x3FF;
+constexpr std::uint32_t kMaxBatch = 64;
+
+struct ClientAddress {
+  std::uint32_t process = 0;
+  std::vector<std::uint32_t> ud_qpns;  // one per worker
+};
+
+struct WorkerStats {
+  std::uint64_t requests = 0, gets = 0, get_hits = 0, puts = 0, puts_refused = 0, malformed = 0, noops = 0;
+  std::uint64_t responses = 0, doorbells = 0, empty_polls = 0;
+  json Json(std::uint32_t worker) const {
+    return {{"worker", worker},      {"requests", requests},   {"gets", gets},
+            {"get_hits", get_hits},  {"puts", puts},           {"puts_refused", puts_refused},
+            {"malformed", malformed}, {"noops", noops},        {"responses", responses},
+            {"doorbells", doorbells}, {"responses_per_doorbell", doorbells ? double(responses) / doorbells : 0.0}};
+  }
+};
+
+// One request in the pipeline.
+struct Item {
+  RequestKind kind = RequestKind::kEmpty;  // kEmpty: a no-op
+  std::uint32_t client = 0;
+  ParsedRequest request;
+  LogRef ref;
+  std::uint8_t status = kMiss;
+  const std::uint8_t* value = nullptr;
+  std::uint32_t value_bytes = 0;
+};
+
+class Server;
+
+class Worker {
+ public:
+  Worker(Server& server, std::uint32_t id);
+  void Setup();
+  void Serve(const std::atomic<bool>& stop);
+  const WorkerStats& stats() const { return stats_; }
+  const MicaCache& cache() const { return *cache_; }
+
+ private:
+  void Stage0(Item& item) { if (item.kind != RequestKind::kEmpty) cache_->PrefetchBucket(item.request.key); }
+  void Stage1(Item& item);
+  void Stage2(Item& item);
+  // Fills the next send WR (a response) into wrs_[count]; returns false when the item needs none.
+  bool BuildResponse(const Item& item, std::uint32_t count);
+  void PostResponses(std::uint32_t count);
+  void Detect(std::uint32_t client, std::uint32_t w, Item& item);
+  void ServeOneByOne(const std::atomic<bool>& stop);
+  void ServeBatched(const std::atomic<bool>& stop);
+
+  Server& server_;
+  std::uint32_t id_;
+  std::unique_ptr<MicaCache> cache_;
+  CqPtr send_cq_, recv_cq_;
+  std::vector<QpPtr> qps_;
+  std::vector<SendRing> rings_;
+  std::uint32_t next_qp_ = 0;
+  Region staging_;  // per send-queue entry: a response's header and value when it cannot go inline
+  std::uint32_t staging_slots_ = 0;
+  std::uint8_t* region_ = nullptr;
+  WorkerStats stats_;
+  ibv_send_wr wrs_[kMaxBatch] = {};
+  ibv_sge sges_[kMaxBatch] = {};
+};
+
+class Server {
+ public:
+  explicit Server(Session& session);
+  Report Run();
+
+  Session& session_;
+  const Options& o_;
+  RegionLayout layout_;
+  Region requests_;
+  CqPtr uc_cq_;
+  std::vector<QpPtr> uc_qps_;
+  std::vector<ClientAddress> clients_;
+  std::vector<AhPtr> process_ahs_;  // one per client process
+  std::vector<std::unique_ptr<Worker>> workers_;
+  std::uint32_t max_inline_ = 0;
+
+ private:
+  void ConnectClients();
+};
+
+Server::Server(Session& session) : session_(session), o_(session.options()) {
+  layout_.workers = static_cast<std::uint32_t>(o_.workers);
+  layout_.clients = TotalClients(o_, session.clients());
+  layout_.window = static_cast<std::uint32_t>(o_.window);
+  requests_ = MakeRegion(session, layout_.Bytes(), o_.use_hugepages);
+}
+
+void Server::ConnectClients() {
+  const Device& device = session_.device();
+  uc_cq_ = CreateCq(device, 16);
+  json uc_endpoints = json::array();
+  std::uint32_t global = 0;
+  for (int p = 0; p < session_.clients(); ++p) {
+    const json info = session_.Get("client/" + std::to_string(p), "herd");
+    const PortAddress address = EndpointFromJson(info.at("address")).address;
+    process_ahs_.push_back(CreateAh(session_.pd(), device, session_.address(), address));
+    json mine = json::array();
+    for (const auto& client : info.at("clients")) {
+      QpCaps caps;
+      caps.type = IBV_QPT_UC;
+      caps.send_depth = 1;
+      caps.recv_depth = 1;
+      uc_qps_.push_back(CreateQp(device, session_.pd(), uc_cq_.get(), uc_cq_.get(), caps));
+      ibv_qp* qp = uc_qps_.back().get();
+      const Endpoint remote = EndpointFromJson(client.at("uc"));
+      ConnectQp(qp, device, session_.address(), remote, global, 1);
+      mine.push_back(ToJson(Endpoint{qp->qp_num, global, session_.address()}));
+      clients_.push_back({static_cast<std::uint32_t>(p), client.at("ud_qpns").get<std::vector<std::uint32_t>>()});
+      if (clients_.back().ud_qpns.size() != layout_.workers) {
+        Fail("client/", p, " has ", clients_.back().ud_qpns.size(), " response QPs per client, the server ",
+             layout_.workers, " workers: --workers must match on both sides");
+      }
+      ++global;
+    }
+    uc_endpoints.push_back(mine);
+  }
+  if (global != layout_.clients) {
+    Fail("the client processes bring ", global, " clients, expected ", layout_.clients, " (--clients x --peers)");
+  }
+  session_.Put("herd", {{"region", requests_.Describe()}, {"uc", uc_endpoints}});
+}
+
+Worker::Worker(Server& server, std::uint32_t id) : server_(server), id_(id) {}
+
+void Worker::Setup() {
+  const Options& o = server_.o_;
+  MicaConfig config;
+  config.log_bytes = std::uint64_t(o.log_mb) << 20;
+  const std::uint64_t keys_here = o.keys / o.workers + 1;
+  config.bucket_count_log2 = o.index_log2 != 0 ? static_cast<std::uint32_t>(o.index_log2)
+                                               : static_cast<std::uint32_t>(std::max(4, 64 - std::countl_zero(keys_here / 4)));
+  Check(config);
+  cache_ = std::make_unique<MicaCache>(config);
+  if (o.preload) {
+    std::vector<std::uint8_t> value(o.value_size);
+    for (std::uint64_t k = 0; k < o.keys; ++k) {
+      const KeyHash key = KeyHashOf(k);
+      if (Partition(key, o.workers) != id_) continue;
+      FillValue(k, kPreloadWriter, 0, value.data(), static_cast<std::uint32_t>(value.size()));
+      cache_->Put(key, value.data(), static_cast<std::uint32_t>(value.size()));
+    }
+  }
+  const Device& device = server_.session_.device();
+  const std::uint32_t depth = static_cast<std::uint32_t>(std::max(o.cq_mod + kMaxBatch, 2u * o.cq_mod));
+  send_cq_ = CreateCq(device, static_cast<int>(depth * o.qp));
+  recv_cq_ = CreateCq(device, 16);
+  QpCaps caps;
+  caps.type = IBV_QPT_UD;
+  caps.send_depth = depth;
+  caps.recv_depth = 1;
+  caps.send_sges = 1;
+  caps.inline_bytes = std::min<std::uint32_t>(kResponseHeaderBytes + o.inline_size, 1024);
+  for (int q = 0; q < o.qp; ++q) {
+    qps_.push_back(CreateQp(device, server_.session_.pd(), send_cq_.get(), recv_cq_.get(), caps));
+    ActivateUdQp(qps_.back().get(), device, 0);
+    SendRing ring;
+    ring.qp = qps_.back().get();
+    ring.id = static_cast<std::uint32_t>(q);
+    ring.depth = depth;
+    ring.signal_every = static_cast<std::uint32_t>(o.cq_mod);
+    rings_.push_back(ring);
+  }
+  staging_slots_ = depth;
+  staging_ = MakeRegion(server_.session_, std::size_t{depth} * o.qp * (kResponseHeaderBytes + kMaxValueBytes),
+                        o.use_hugepages);
+  region_ = server_.requests_.data();
+  for (auto& wr : wrs_) {
+    wr.opcode = IBV_WR_SEND;
+    wr.num_sge = 1;
+    wr.wr.ud.remote_qkey = kUdQkey;
+  }
+}
+
+void Worker::Stage1(Item& item) {
+  switch (item.kind) {
+    case RequestKind::kGet:
+      ++stats_.gets;
+      item.ref = cache_->FindAndPrefetch(item.request.key);
+      break;
+    case RequestKind::kPut:
+      ++stats_.puts;
+      if (cache_->Put(item.request.key, item.request.value, item.request.value_bytes)) {
+        item.status = kStored;
+      } else {
+        item.status = kRefused;
+        ++stats_.puts_refused;
+      }
+      break;
+    default:
+      break;
+  }
+}
+
+void Worker::Stage2(Item& item) {
+  if (item.kind != RequestKind::kGet) return;
+  const std::uint8_t* value = nullptr;
+  std::uint32_t bytes = 0;
+  if (cache_->Read(item.ref, item.request.key, &value, &bytes)) {
+    item.status = kHit;
+    item.value = value;
+    item.value_bytes = bytes;
+    ++stats_.get_hits;
+  } else {
+    item.status = kMiss;
+  }
+}
+
+bool Worker::BuildResponse(const Item& item, std::uint32_t count) {
+  if (item.kind != RequestKind::kGet && item.kind != RequestKind::kPut) return false;
+  const ClientAddress& client = server_.clients_[item.client];
+  SendRing& ring = rings_[next_qp_];
+  ibv_send_wr& wr = wrs_[count];
+  ibv_sge& sge = sges_[count];
+  std::uint8_t header[kResponseHeaderBytes] = {};
+  std::memcpy(header, &item.request.id, 4);
+  header[4] = item.status;
+  const std::uint16_t len = static_cast<std::uint16_t>(item.value_bytes);
+  std::memcpy(header + 6, &len, 2);
+  const std::uint64_t seq = ring.posted + count;
+  // Copied to a staging entry that stays untouched until this WR has retired (the ring's
+  // room check): beyond --inline_size the NIC reads it by DMA after the post.
+  std::uint8_t* staged = staging_.data() + (std::size_t{ring.id} * staging_slots_ + seq % staging_slots_) *
+                                               (kResponseHeaderBytes + kMaxValueBytes);
+  std::memcpy(staged, header, kResponseHeaderBytes);
+  if (len != 0) std::memcpy(staged + kResponseHeaderBytes, item.value, len);
+  sge.addr = reinterpret_cast<std::uintptr_t>(staged);
+  wr.send_flags = item.value_bytes <= static_cast<std::uint32_t>(server_.o_.inline_size) ? IBV_SEND_INLINE : 0;
+  sge.length = kResponseHeaderBytes + len;
+  sge.lkey = staging_.mr->lkey;
+  wr.sg_list = &sge;
+  wr.wr_id = ring.WrId(seq);
+  if (ring.Signaled(seq)) wr.send_flags |= IBV_SEND_SIGNALED;
+  wr.wr.ud.ah = server_.process_ahs_[client.process].get();
+  wr.wr.ud.remote_qpn = client.ud_qpns[id_];
+  wr.next = nullptr;
+  if (count > 0) wrs_[count - 1].next = &wr;
+  return true;
+}
+
+void Worker::PostResponses(std::uint32_t count) {
+  if (count == 0) return;
+  SendRing& ring = rings_[next_qp_];
+  ibv_send_wr* bad = nullptr;
+  const int error_number = ibv_post_send(ring.qp, &wrs_[0], &bad);
+  if (error_number != 0) FailErrno("ibv_post_send (HERD responses)", error_number);
+  ring.posted += count;
+  stats_.responses += count;
+  ++stats_.doorbells;
+  next_qp_ = (next_qp_ + 1) % static_cast<std::uint32_t>(rings_.size());
+  // Room for the next batch on the next QP before building it.
+  while (!rings_[next_qp_].HasRoom(kMaxBatch)) ReapSends(send_cq_.get(), rings_.data(), "HERD responses");
+}
+
+void Worker::Detect(std::uint32_t client, std::uint32_t w, Item& item) {
+  std::uint8_t* slot = region_ + server_.layout_.Slot(id_, client, w) * kSlotBytes;
+  item.kind = ParseRequest(slot, id_, server_.layout_.workers, &item.request);
+  if (item.kind == RequestKind::kEmpty) return;
+  ClearRequest(slot);
+  item.client = client;
+  item.status = kMiss;
+  item.value = nullptr;
+  item.value_bytes = 0;
+  ++stats_.requests;
+  if (item.kind == RequestKind::kMalformed) {
+    ++stats_.malformed;
+    item.kind = RequestKind::kEmpty;
+  }
+}
+
+void Worker::ServeOneByOne(const std::atomic<bool>& stop) {
+  const RegionLayout& layout = server_.layout_;
+  Item pipeline[kPipelineDepth];  // [0] newest: bucket prefetched; [1] stage 1 done
+  std::uint32_t client = 0, w = 0, empty = 0;
+  for (std::uint64_t turn = 0;; ++turn) {
+    if ((turn & kStopCheckMask) == 0 && stop.load(std::memory_order_relaxed)) break;
+    Item& fresh = pipeline[2];
+    Detect(client, w, fresh);
+    if (++w == layout.window) {
+      w = 0;
+      if (++client == layout.clients) client = 0;
+    }
+    if (fresh.kind == RequestKind::kEmpty) {
+      ++stats_.empty_polls;
+      if (++empty < kEmptyPollsBeforeNoop) continue;
+      ++stats_.noops;
+    }
+    empty = 0;
+    Stage2(pipeline[1]);
+    if (BuildResponse(pipeline[1], 0)) PostResponses(1);
+    Stage1(pipeline[0]);
+    Stage0(fresh);
+    pipeline[1] = pipeline[0];
+    pipeline[0] = fresh;
+  }
+}
+
+void Worker::ServeBatched(const std::atomic<bool>& stop) {
+  const RegionLayout& layout = server_.layout_;
+  std::vector<std::uint32_t> next_w(layout.clients, 0);
+  Item batch[kMaxBatch];
+  const std::uint32_t most = std::min<std::uint32_t>(kMaxBatch, layout.clients);
+  for (std::uint64_t sweep = 0;; ++sweep) {
+    if ((sweep & kStopCheckMask) == 0 && stop.load(std::memory_order_relaxed)) break;
+    std::uint32_t n = 0;
+    for (std::uint32_t c = 0; c < layout.clients && n < most; ++c) {
+      for (std::uint32_t k = 0; k < layout.window; ++k) {
+        const std::uint32_t w = (next_w[c] + k) % layout.window;
+        Detect(c, w, batch[n]);
+        if (batch[n].kind == RequestKind::kEmpty) continue;
+        next_w[c] = (w + 1) % layout.window;
+        Stage0(batch[n]);
+        ++n;
+        break;
+      }
+    }
+    if (n == 0) {
+      ++stats_.empty_polls;
+      continue;
+    }
+    for (std::uint32_t i = 0; i < n; ++i) Stage1(batch[i]);
+    std::uint32_t count = 0;
+    for (std::uint32_t i = 0; i < n; ++i) {
+      Stage2(batch[i]);
+      if (BuildResponse(batch[i], count)) ++count;
+    }
+    PostResponses(count);
+  }
+}
+
+void Worker::Serve(const std::atomic<bool>& stop) {
+  while (!rings_[next_qp_].HasRoom(kMaxBatch)) ReapSends(send_cq_.get(), rings_.data(), "HERD responses");
+  if (server_.o_.batch) {
+    ServeBatched(stop);
+  } else {
+    ServeOneByOne(stop);
+  }
+}
+
+Report Server::Run() {
+  ConnectClients();
+  for (std::uint32_t s = 0; s < layout_.workers; ++s) workers_.push_back(std::make_unique<Worker>(*this, s));
+  // Workers build their partitions in parallel (preloading is most of the setup time).
+  RunPinnedThreads(session_, static_cast<int>(layout_.workers), [&](int s) { workers_[s]->Setup(); });
+  session_.Barrier("ready");
+  std::atomic<bool> stop{false};
+  ServeBetweenBarriers(session_, static_cast<int>(layout_.workers), stop, "",
+                       [&](int s) { workers_[s]->Serve(stop); });
+
+  Report report;
+  ResultRow row;
+  row.size_bytes = static_cast<std::uint32_t>(o_.value_size);
+  row.payload_bytes_per_op = o_.value_size;
+  ClientCounts total;
+  double longest_s = 0;
+  for (int p = 0; p < session_.clients(); ++p) {
+    const json result = session_.Get("client/" + std::to_string(p), "result");
+    row.ops += result.at("ops").get<std::uint64_t>();
+    longest_s = std::max(longest_s, result.at("duration_s").get<double>());
+    for (const auto& peer : result.at("per_peer")) row.per_peer.push_back(peer);
+    total.Add(CountsFromJson(result.at("counts")));
+  }
+  row.duration_s = longest_s;
+  row.extra = CountsJson(total);
+  report.rows.push_back(std::move(row));
+  report.validation = ValidationJson(o_.validate, total);
+  json workers = json::array();
+  std::uint64_t malformed = 0;
+  for (std::uint32_t s = 0; s < layout_.workers; ++s) {
+    workers.push_back(workers_[s]->stats().Json(s));
+    malformed += workers_[s]->stats().malformed;
+  }
+  report.server = {{"workers", workers}, {"malformed_requests", malformed}};
+  if (malformed != 0) report.notes.push_back(std::to_string(malformed) + " malformed requests counted and dropped");
+  return report;
+}
+
+}  // namespace
+}  // namespace herd
+
+void CheckHerd(Options& o) {
+  if (o.window > static_cast<int>(kMaxWindow)) Fail("--window ", o.window, " exceeds HERD's limit of ", kMaxWindow);
+  if (o.key_size != 16) Fail("--key-size ", o.key_size, ": HERD keys are 16-byte keyhashes (16)");
+}
+
+Report RunHerdServer(Session& session) { return herd::Server(session).Run(); }
+
+}  // namespace rdmalab::kv
