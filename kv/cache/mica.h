@@ -86,6 +86,10 @@ class MicaCache {
   };
   const Stats& stats() const { return stats_; }
   const MicaConfig& config() const { return config_; }
+  // The log's config().log_bytes bytes, for registering with the NIC: HERD SENDs values
+  // above its inline size straight from the log. Such a SEND must complete before
+  // log_bytes more bytes are appended, or the NIC may read a newer entry's bytes.
+  const std::uint8_t* log_memory() const { return log_; }
 
  private:
   struct alignas(kBucketBytes) Bucket {

@@ -185,6 +185,8 @@ TEST(MicaCache, PipelinedReadSeesAPutThatWroteOverTheEntry) {
   EXPECT_FALSE(cache.Read(fresh, KeyHashOf(38), &value, &bytes)) << "a ref read with another key";
   ASSERT_TRUE(cache.Read(fresh, KeyHashOf(39), &value, &bytes));
   EXPECT_EQ(std::vector<std::uint8_t>(value, value + bytes), ValueOf(39, 0, 100));
+  EXPECT_GE(value, cache.log_memory());
+  EXPECT_LE(value + bytes, cache.log_memory() + cache.config().log_bytes) << "values are read in place";
 }
 
 TEST(MicaCache, AnEntryImageInsideANewerValueIsNotAHit) {
