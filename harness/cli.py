@@ -23,6 +23,7 @@ from .yamlloc import ConfigError
 kRoot = pathlib.Path(__file__).resolve().parents[1]
 kDefaultSuite = "default"
 kBenchSchema = kRoot / "benchmarks" / "schema" / "rdmalab-bench.schema.json"
+kKvSchema = kRoot / "kv" / "schema" / "rdmalab-kv.schema.json"
 
 USAGE = """run_all.py [EXPERIMENT.yaml|ID|SUITE ...] [options]     run experiments (no argument: the default suite)
        run_all.py report [--out DIR]                          figures + HTML report from stored results"""
@@ -133,8 +134,9 @@ def main(argv: Optional[list[str]] = None) -> int:
         console.print(f"run_all.py: {len(exc.messages)} error(s); nothing was run", markup=False)
         return 2
     schema = json.loads(kBenchSchema.read_text()) if kBenchSchema.is_file() else None
+    kv_schema = json.loads(kKvSchema.read_text()) if kKvSchema.is_file() else None
     cfg = RunConfig(backend=backend, root=kRoot, bin_dir=bin_dir, run_id=new_run_id(), model_bin=model_bin,
-                    bench_schema=schema, profile=args.profile)
+                    bench_schema=schema, kv_schema=kv_schema, profile=args.profile)
     coord = Coordinator(cfg, inv, store, opts, console)
     if args.dry_run:
         coord.dry_run(plans)

@@ -101,7 +101,7 @@ def plan(loaded: list[tuple[Experiment, Target]], store: Store, opts: Options) -
     plans = []
     conflicts = []
     for exp, t in loaded:
-        points = expand(exp, t.reduction)
+        points = expand(exp, t.reduction, opts.backend)
         if opts.backend == "model":
             points = [p for p in points if p.repeat == 0]  # a prediction does not vary between repeats
         stored = {}

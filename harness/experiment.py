@@ -21,6 +21,9 @@ kBenchModes = ("lat", "tput", "echo", "atomics", "sgbatch", "sequencer")
 # rdmalab-model's modes: an experiment that runs on the model backend only may use these
 # (key-value systems and guide16's PCIe formula tables have no rdmalab-bench mode).
 kModelModes = kBenchModes + ("kv", "pcie")
+# mode kv runs rdmalab-kv (kv/): its first argument is the role, and --system names the store.
+kKvMode = "kv"
+kKvBinary = "rdmalab-kv"
 kPapers = ("herd14", "guide16", "nosql", "roce", "none")
 kLinks = ("ib", "roce")
 kPlotKinds = ("line", "bar", "table")
@@ -110,7 +113,7 @@ class Experiment:
     mode: Optional[str]
     roles: list[Role]
     params: dict[str, Any]
-    sweep: list[dict[str, dict[str, list[Any]]]]
+    sweep: list[dict[str, Any]]
     repeats: int
     timeout_s: float
     backends: list[str]
@@ -124,7 +127,7 @@ class Experiment:
     def parameter_names(self) -> set[str]:
         names = set(self.params)
         for block in self.sweep:
-            for table in block.values():
+            for table in (block.get("grid", {}), block.get("zip", {})):
                 names |= set(table)
         return names
 
@@ -145,12 +148,19 @@ def _check_scalar_map(ck: Checker, node: LocDict, where: str) -> dict[str, Any]:
     return out
 
 
-def _check_sweep_block(ck: Checker, node: Any, line: int, where: str) -> dict[str, dict[str, list[Any]]]:
+def _check_sweep_block(ck: Checker, node: Any, line: int, where: str) -> dict[str, Any]:
     if not isinstance(node, dict):
         ck.error(line, where, f"a sweep block must be a mapping with grid and/or zip, got {type_name(node)}")
         return {}
-    ck.keys(node, where, ("grid", "zip"))
-    block: dict[str, dict[str, list[Any]]] = {}
+    ck.keys(node, where, ("grid", "zip", "backends"))
+    block: dict[str, Any] = {}
+    if "backends" in node:
+        only = node["backends"]
+        if not isinstance(only, list) or not only or any(b not in kBackends for b in only):
+            ck.error(node.line_of("backends"), where, f"backends must be a non-empty list of {', '.join(kBackends)}, "
+                                                      f"got {only!r}")
+        else:
+            block["backends"] = list(only)
     for kind in ("grid", "zip"):
         table = ck.mapping(node, kind, where)
         if table is None:
@@ -205,10 +215,13 @@ def parse(path: str | pathlib.Path) -> Experiment:
             ck.error(data.line_of("id"), "experiment", f"id {exp_id!r} must match [A-Za-z0-9][A-Za-z0-9._-]*")
         elif exp_id != path.stem:
             ck.error(data.line_of("id"), "experiment", f"id {exp_id!r} differs from the file name {path.stem!r}")
-    binary = data.get("binary", "rdmalab-bench")
     mode = data.get("mode")
+    binary = data.get("binary", kKvBinary if mode == kKvMode else "rdmalab-bench")
     model_only = data.get("backends") == ["model"]
     modes = kModelModes if model_only else kBenchModes
+    if isinstance(binary, str) and pathlib.Path(binary).name == kKvBinary and mode != kKvMode:
+        ck.error(data.line_of("mode") if "mode" in data else data.line, "experiment",
+                 f"{kKvBinary} runs mode {kKvMode!r} only, got {mode!r}")
     if isinstance(binary, str) and pathlib.Path(binary).name == "rdmalab-bench":
         if mode is None:
             ck.error(data.line, "experiment", f"mode is required for rdmalab-bench; valid: {', '.join(modes)}")
@@ -239,7 +252,7 @@ def parse(path: str | pathlib.Path) -> Experiment:
     if (pnode := ck.mapping(data, "model_params", "experiment")) is not None:
         model_params = _check_scalar_map(ck, pnode, "model_params")
 
-    sweep: list[dict[str, dict[str, list[Any]]]] = []
+    sweep: list[dict[str, Any]] = []
     raw_sweep = data.get("sweep")
     if isinstance(raw_sweep, list):
         for i, block in enumerate(raw_sweep):
@@ -248,7 +261,7 @@ def parse(path: str | pathlib.Path) -> Experiment:
         sweep.append(_check_sweep_block(ck, raw_sweep, data.line_of("sweep"), "sweep"))
     swept: set[str] = set()
     for block in sweep:
-        for table in block.values():
+        for table in (block.get("grid", {}), block.get("zip", {})):
             swept |= set(table)
     for key in sorted(swept & set(params)):
         ck.error(params_line(data, key), "params", f"{key} is both fixed in params and swept; keep one")
@@ -304,7 +317,7 @@ def _check_run_keys(ck: Checker, data: LocDict, known: set[str]) -> tuple[int, f
 def _values_of(name: str, params: dict[str, Any], sweep: list[dict[str, dict[str, list[Any]]]]) -> list[Any]:
     values = [params[name]] if name in params else []
     for block in sweep:
-        for table in block.values():
+        for table in (block.get("grid", {}), block.get("zip", {})):
             values += table.get(name, [])
     return values
 

@@ -18,7 +18,7 @@ import time
 from typing import Any, Optional
 
 from . import pcm, provenance
-from .experiment import Experiment
+from .experiment import Experiment, kKvMode
 from .inventory import Host, Inventory
 from .launch_local import LaunchError, LocalLauncher, NetnsLauncher, Proc
 from .launch_remote import SlurmLauncher, SshLauncher, unreachable_reason
@@ -49,6 +49,7 @@ class RunConfig:
     run_id: str
     model_bin: Optional[pathlib.Path] = None
     bench_schema: Optional[dict] = None
+    kv_schema: Optional[dict] = None      # rdmalab-kv/1 documents (kv/schema/)
     profile: Optional[str] = None       # --profile: the model's NIC profile unless a point's `profile` parameter says otherwise
 
     @property
@@ -174,7 +175,8 @@ class PointRunner:
     def role_argv(self, exp: Experiment, point: Point, p: Placed, rv_address: str, fabric: Optional[str]) -> list[str]:
         bin_dir = pathlib.Path(p.host.bin_dir) if p.host.bin_dir else self.cfg.bin_dir
         binary = exp.binary if os.path.isabs(exp.binary) else str(bin_dir / exp.binary)
-        argv = [binary] + ([exp.mode] if exp.mode else [])
+        # rdmalab-kv's first argument is the role; rdmalab-bench's the mode.
+        argv = [binary] + ([p.role] if exp.mode == kKvMode else [exp.mode] if exp.mode else [])
         argv += ["--rendezvous", rv_address, "--role", p.role, "--index", str(p.index), "--peers", str(p.peers)]
         if p.host.device:
             argv += ["--ib-dev", p.host.device]
@@ -324,16 +326,18 @@ class PointRunner:
             time.sleep(kPollS)
 
     def _document(self, text: str) -> tuple[Any, Optional[str]]:
-        """A role's document: a failure unless it is one rdmalab-bench/1 document that matches the
-        bench schema (benchmarks/schema/), when the schema file exists."""
+        """A role's document: a failure unless it is one rdmalab-bench/1 or rdmalab-kv/1 document that
+        matches its schema (benchmarks/schema/, kv/schema/), when the schema file exists."""
         try:
             doc = json.loads(text)
         except json.JSONDecodeError as exc:
             return None, f"stdout is not one JSON document ({exc.msg} at line {exc.lineno})"
-        if not isinstance(doc, dict) or doc.get("schema_version") != "rdmalab-bench/1":
-            return doc, f"document schema_version is {doc.get('schema_version') if isinstance(doc, dict) else None!r}, expected 'rdmalab-bench/1'"
-        problems = self.schema_problems(doc)
-        return doc, (f"document does not match the bench schema at {problems[0]}" if problems else None)
+        version = doc.get("schema_version") if isinstance(doc, dict) else None
+        schemas = {"rdmalab-bench/1": self.cfg.bench_schema, "rdmalab-kv/1": self.cfg.kv_schema}
+        if version not in schemas:
+            return doc, f"document schema_version is {version!r}, expected one of {', '.join(map(repr, schemas))}"
+        problems = self.schema_problems(doc, schemas[version])
+        return doc, (f"document does not match the {version} schema at {problems[0]}" if problems else None)
 
     @staticmethod
     def _model_document(text: str) -> tuple[Any, Optional[str]]:
@@ -353,11 +357,12 @@ class PointRunner:
             return doc, "document has no results rows"
         return doc, None
 
-    def schema_problems(self, doc: dict[str, Any]) -> list[str]:
-        if self.cfg.bench_schema is None:
+    def schema_problems(self, doc: dict[str, Any], schema: Optional[dict] = None) -> list[str]:
+        schema = schema if schema is not None else self.cfg.bench_schema
+        if schema is None:
             return []
         import jsonschema
-        validator = jsonschema.validators.validator_for(self.cfg.bench_schema)(self.cfg.bench_schema)
+        validator = jsonschema.validators.validator_for(schema)(schema)
         return [f"{'/'.join(map(str, e.absolute_path)) or '(top)'}: {e.message}"
                 for e in sorted(validator.iter_errors(doc), key=lambda e: list(map(str, e.absolute_path)))]
 

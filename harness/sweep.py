@@ -81,7 +81,8 @@ def _block_rows(block: dict[str, dict[str, list[Any]]], max_values: Optional[int
     return rows
 
 
-def expand(exp: Experiment, reduction: Reduction = Reduction()) -> list[Point]:
+def expand(exp: Experiment, reduction: Reduction = Reduction(), backend: Optional[str] = None) -> list[Point]:
+    """The experiment's points; with `backend`, sweep blocks limited to other backends are left out."""
     fixed = dict(exp.params)
     for key, value in reduction.params:
         if key in fixed:  # only fixed parameters: a suite never adds a flag an experiment does not use
@@ -89,7 +90,9 @@ def expand(exp: Experiment, reduction: Reduction = Reduction()) -> list[Point]:
     swept_names: list[str] = []
     rows: list[dict[str, Any]] = []
     for block in exp.sweep or [{}]:
-        for table in block.values():
+        if backend is not None and backend not in block.get("backends", [backend]):
+            continue
+        for table in (block.get("grid", {}), block.get("zip", {})):
             for k in table:
                 if k not in swept_names:
                     swept_names.append(k)

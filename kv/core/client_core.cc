@@ -102,7 +102,7 @@ ResultRow ClientRow(const std::vector<ClientState>& clients, const std::vector<T
   ResultRow row;
   row.size_bytes = value_bytes;
   row.payload_bytes_per_op = value_bytes;
-  row.latency_kind = "round_trip";
+  row.latency_kind = "rtt";
   row.latency_ns = std::make_unique<LatencyHistogram>();
   std::uint64_t start = ~std::uint64_t{0}, end = 0;
   for (const auto& thread : threads) {

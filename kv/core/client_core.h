@@ -10,6 +10,8 @@
 //   int Poll(Response* out, int max);     // answers that arrived; values valid until the next Poll
 #pragma once
 
+#include <sched.h>
+
 #include <atomic>
 #include <cstdint>
 #include <memory>
@@ -123,6 +125,7 @@ void RunClients(std::vector<std::unique_ptr<Transport>>& transports, std::vector
     }
   }
   Response responses[kPollMax];
+  bool answered = false;  // since the last housekeeping
   for (std::uint32_t turn = 0;; ++turn) {
     bool busy = false;
     for (std::size_t c = 0; c < clients.size(); ++c) {
@@ -131,6 +134,7 @@ void RunClients(std::vector<std::unique_ptr<Transport>>& transports, std::vector
       busy = true;
       const int n = transports[c]->Poll(responses, kPollMax);
       if (n == 0) continue;
+      answered = true;
       now = clock.Now();
       const bool measuring = now >= measure_start && now < measure_end;
       for (int i = 0; i < n; ++i) {
@@ -149,6 +153,10 @@ void RunClients(std::vector<std::unique_ptr<Transport>>& transports, std::vector
     }
     if (!busy) break;
     if ((turn & kHousekeepingMask) != 0) continue;
+    // A whole period without an answer: the server may share this CPU (more busy pollers
+    // than cores), so let it run rather than spin out the time slice.
+    if (!answered) sched_yield();
+    answered = false;
     now = clock.Now();
     if (abort.load(std::memory_order_relaxed) || now >= deadline_ticks) break;
     bool any_issuing = false;

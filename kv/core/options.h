@@ -44,8 +44,8 @@ struct Options {
   int workers = 1;
   int cq_mod = 64;
   int inline_size = 192;
-  bool batch = false;
-  int qp = 1;  // response UD QPs per worker (multi-queue when > 1)
+  bool batching = false;
+  int queues = 1;  // response UD QPs per worker (multi-queue when > 1)
   int log_mb = 64;
   int index_log2 = 0;  // 0: sized for --keys
   bool preload = true;

@@ -7,6 +7,7 @@
 // no-op pushes the pipeline so no request waits for the next one. With --batch a worker
 // takes up to one request per client in a sweep and answers them with one doorbell.
 #include <infiniband/verbs.h>
+#include <sched.h>
 
 #include <algorithm>
 #include <bit>
@@ -36,6 +37,11 @@ using nlohmann::json;
 constexpr std::uint32_t kPipelineDepth = 3;  // stage 0 (bucket prefetched), stage 1 done, responding
 constexpr std::uint64_t kStopCheckMask = 0x3FF;
 constexpr std::uint32_t kMaxBatch = 64;
+// Polls (sweeps) without any request before a worker yields its CPU: with more busy pollers
+// than cores (clients and workers on one 2-core host) a spinning worker would otherwise hold
+// the CPU its clients need for a whole time slice.
+constexpr std::uint32_t kIdlePollsBeforeYield = 1u << 16;
+constexpr std::uint32_t kIdleSweepsBeforeYield = 1u << 12;
 
 struct ClientAddress {
   std::uint32_t process = 0;
@@ -184,7 +190,7 @@ void Worker::Setup() {
   }
   const Device& device = server_.session_.device();
   const std::uint32_t depth = static_cast<std::uint32_t>(std::max(o.cq_mod + kMaxBatch, 2u * o.cq_mod));
-  send_cq_ = CreateCq(device, static_cast<int>(depth * o.qp));
+  send_cq_ = CreateCq(device, static_cast<int>(depth * o.queues));
   recv_cq_ = CreateCq(device, 16);
   QpCaps caps;
   caps.type = IBV_QPT_UD;
@@ -192,7 +198,7 @@ void Worker::Setup() {
   caps.recv_depth = 1;
   caps.send_sges = 1;
   caps.inline_bytes = std::min<std::uint32_t>(kResponseHeaderBytes + o.inline_size, 1024);
-  for (int q = 0; q < o.qp; ++q) {
+  for (int q = 0; q < o.queues; ++q) {
     qps_.push_back(CreateQp(device, server_.session_.pd(), send_cq_.get(), recv_cq_.get(), caps));
     ActivateUdQp(qps_.back().get(), device, 0);
     SendRing ring;
@@ -203,7 +209,7 @@ void Worker::Setup() {
     rings_.push_back(ring);
   }
   staging_slots_ = depth;
-  staging_ = MakeRegion(server_.session_, std::size_t{depth} * o.qp * (kResponseHeaderBytes + kMaxValueBytes),
+  staging_ = MakeRegion(server_.session_, std::size_t{depth} * o.queues * (kResponseHeaderBytes + kMaxValueBytes),
                         o.use_hugepages);
   region_ = server_.requests_.data();
   for (auto& wr : wrs_) {
@@ -312,7 +318,7 @@ void Worker::Detect(std::uint32_t client, std::uint32_t w, Item& item) {
 void Worker::ServeOneByOne(const std::atomic<bool>& stop) {
   const RegionLayout& layout = server_.layout_;
   Item pipeline[kPipelineDepth];  // [0] newest: bucket prefetched; [1] stage 1 done
-  std::uint32_t client = 0, w = 0, empty = 0;
+  std::uint32_t client = 0, w = 0, empty = 0, idle = 0;
   for (std::uint64_t turn = 0;; ++turn) {
     if ((turn & kStopCheckMask) == 0 && stop.load(std::memory_order_relaxed)) break;
     Item& fresh = pipeline[2];
@@ -323,8 +329,11 @@ void Worker::ServeOneByOne(const std::atomic<bool>& stop) {
     }
     if (fresh.kind == RequestKind::kEmpty) {
       ++stats_.empty_polls;
+      if (++idle % kIdlePollsBeforeYield == 0) sched_yield();
       if (++empty < kEmptyPollsBeforeNoop) continue;
       ++stats_.noops;
+    } else {
+      idle = 0;
     }
     empty = 0;
     Stage2(pipeline[1]);
@@ -341,6 +350,7 @@ void Worker::ServeBatched(const std::atomic<bool>& stop) {
   std::vector<std::uint32_t> next_w(layout.clients, 0);
   Item batch[kMaxBatch];
   const std::uint32_t most = std::min<std::uint32_t>(kMaxBatch, layout.clients);
+  std::uint32_t idle = 0;
   for (std::uint64_t sweep = 0;; ++sweep) {
     if ((sweep & kStopCheckMask) == 0 && stop.load(std::memory_order_relaxed)) break;
     std::uint32_t n = 0;
@@ -357,8 +367,10 @@ void Worker::ServeBatched(const std::atomic<bool>& stop) {
     }
     if (n == 0) {
       ++stats_.empty_polls;
+      if (++idle % kIdleSweepsBeforeYield == 0) sched_yield();
       continue;
     }
+    idle = 0;
     for (std::uint32_t i = 0; i < n; ++i) Stage1(batch[i]);
     std::uint32_t count = 0;
     for (std::uint32_t i = 0; i < n; ++i) {
@@ -371,7 +383,7 @@ void Worker::ServeBatched(const std::atomic<bool>& stop) {
 
 void Worker::Serve(const std::atomic<bool>& stop) {
   while (!rings_[next_qp_].HasRoom(kMaxBatch)) ReapSends(send_cq_.get(), rings_.data(), "HERD responses");
-  if (server_.o_.batch) {
+  if (server_.o_.batching) {
     ServeBatched(stop);
   } else {
     ServeOneByOne(stop);
