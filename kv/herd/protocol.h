@@ -1,10 +1,16 @@
 // HERD's wire formats (spec: systems.md, HERD). A request is WRITTEN into its 1 KB slot so
-// that it ends at the slot's end: [value (LEN bytes)][id, 4 B][LEN, 2 B][keyhash, 16 B].
+// that it ends at the slot's end: [value (LEN B)][id, 4 B][LEN and check, 4 B][keyhash, 16 B]
+// (LEN in the low 10 bits, a 22-bit check above it).
 // The server polls only the slot's last byte, the keyhash's last byte, which clients make
 // non-zero: WRITEs land in increasing address order, so when that byte is set the whole
 // request is there. (The original code puts LEN first; any order works as long as the
 // polled byte is written last.) The id is the client core's request id, echoed in the
 // response so that a retried request's second answer is recognized.
+// The check word is ours, not the original's: with retries, a request sent again may be
+// detected while the client, answered already, WRITEs its next request into the same slot;
+// the server then reads a mix of the two. The check (over id, LEN, key and value, verified
+// on the server's own copy) turns such a torn read into a dropped request (the client sends
+// it again), not a value stored under the wrong key, but for a 1 in 4 Mi chance per torn read.
 // A response is one UD SEND: [id, 4 B][status, 1 B][pad, 1 B][LEN, 2 B][value].
 #pragma once
 
@@ -18,22 +24,46 @@
 namespace rdmalab::kv::herd {
 
 constexpr std::uint32_t kSlotBytes = 1024;
-constexpr std::uint32_t kTrailerBytes = 4 + 2 + sizeof(KeyHash);  // id, LEN, keyhash
+constexpr std::uint32_t kTrailerBytes = 4 + 4 + sizeof(KeyHash);  // id, LEN and check, keyhash
+constexpr std::uint32_t kLenBits = 10;
+constexpr std::uint32_t kLenMask = (1u << kLenBits) - 1;
+static_assert(kMaxValueBytes <= kLenMask, "LEN's bits hold the largest value's length");
 constexpr std::uint32_t kMaxRequestValueBytes = kSlotBytes - kTrailerBytes;
 static_assert(kMaxValueBytes <= kMaxRequestValueBytes, "a HERD slot must hold the largest value");
 constexpr std::uint32_t kResponseHeaderBytes = 8;
 constexpr std::uint32_t kUdGrhBytes = 40;
 constexpr std::uint32_t kResponseBufferBytes = kUdGrhBytes + kResponseHeaderBytes + kMaxValueBytes;
 
-enum class RequestKind : std::uint8_t { kEmpty, kGet, kPut, kMalformed };
+enum class RequestKind : std::uint8_t { kEmpty, kGet, kPut, kMalformed, kTorn };
 enum ResponseStatus : std::uint8_t { kMiss = 0, kHit = 1, kStored = 2, kRefused = 3 };
 
 struct ParsedRequest {
   KeyHash key{};
   std::uint32_t id = 0;
   std::uint16_t value_bytes = 0;
-  const std::uint8_t* value = nullptr;  // inside the slot
+  const std::uint8_t* value = nullptr;  // the server's copy
 };
+
+// The request's check: a multiply-xorshift mix over id, LEN, key and value, in the bits above LEN.
+inline std::uint32_t RequestCheck(const KeyHash& key, std::uint32_t id, std::uint16_t value_bytes,
+                                  const std::uint8_t* value) {
+  constexpr std::uint64_t kMul = 0x9E3779B97F4A7C15ull;
+  std::uint64_t h = (std::uint64_t{id} << 16 | value_bytes) * kMul;
+  h = (h ^ key.lo ^ (h >> 29)) * kMul;
+  h = (h ^ key.hi ^ (h >> 29)) * kMul;
+  std::uint32_t i = 0;
+  for (; i + 8 <= value_bytes; i += 8) {
+    std::uint64_t word;
+    std::memcpy(&word, value + i, 8);
+    h = (h ^ word ^ (h >> 29)) * kMul;
+  }
+  if (i < value_bytes) {
+    std::uint64_t word = 0;
+    std::memcpy(&word, value + i, value_bytes - i);
+    h = (h ^ word ^ (h >> 29)) * kMul;
+  }
+  return static_cast<std::uint32_t>(h ^ (h >> 32)) >> kLenBits;
+}
 
 // Which slot of the request region serves (worker, client, window slot).
 struct RegionLayout {
@@ -52,34 +82,41 @@ inline void EncodeRequest(std::uint8_t* slot_end, const KeyHash& key, std::uint3
                           std::uint16_t value_bytes) {
   std::uint8_t* trailer = slot_end - kTrailerBytes;
   if (value_bytes != 0) std::memcpy(trailer - value_bytes, value, value_bytes);
+  const std::uint32_t meta = value_bytes | RequestCheck(key, id, value_bytes, value) << kLenBits;
   std::memcpy(trailer, &id, 4);
-  std::memcpy(trailer + 4, &value_bytes, 2);
-  std::memcpy(trailer + 6, &key, sizeof(KeyHash));
+  std::memcpy(trailer + 4, &meta, 4);
+  std::memcpy(trailer + 8, &key, sizeof(KeyHash));
 }
 
-// Reads the slot that starts at `slot` (kSlotBytes long). kEmpty when the polled byte is 0.
-// Anything else is a request or malformed: LEN beyond kMaxValueBytes, an all-zero keyhash
-// below the polled byte, or a key of another worker's partition. Never reads outside the slot.
+// Reads the slot that starts at `slot` (kSlotBytes long), copying the value to `value_copy`
+// (kMaxValueBytes). kEmpty when the polled byte is 0. Anything else is a request, or
+// malformed (LEN beyond kMaxValueBytes, an all-zero keyhash below the polled byte, a key of
+// another worker's partition), or torn (the check word disagrees). Never reads outside the slot.
 inline RequestKind ParseRequest(const std::uint8_t* slot, std::uint32_t worker, std::uint32_t workers,
-                                ParsedRequest* out) {
+                                ParsedRequest* out, std::uint8_t* value_copy) {
   const volatile std::uint8_t* polled = slot + kSlotBytes - 1;
   if (*polled == 0) return RequestKind::kEmpty;
   std::atomic_signal_fence(std::memory_order_acquire);
   const std::uint8_t* trailer = slot + kSlotBytes - kTrailerBytes;
+  std::uint32_t meta = 0;
   std::memcpy(&out->id, trailer, 4);
-  std::memcpy(&out->value_bytes, trailer + 4, 2);
-  std::memcpy(&out->key, trailer + 6, sizeof(KeyHash));
+  std::memcpy(&meta, trailer + 4, 4);
+  std::memcpy(&out->key, trailer + 8, sizeof(KeyHash));
+  out->value_bytes = static_cast<std::uint16_t>(meta & kLenMask);
+  const std::uint32_t check = meta >> kLenBits;
   if (out->value_bytes > kMaxValueBytes) return RequestKind::kMalformed;
   if (out->key.lo == 0 && (out->key.hi << 8) == 0) return RequestKind::kMalformed;
   if (Partition(out->key, workers) != worker) return RequestKind::kMalformed;
-  out->value = trailer - out->value_bytes;
+  std::memcpy(value_copy, trailer - out->value_bytes, out->value_bytes);
+  out->value = value_copy;
+  if (RequestCheck(out->key, out->id, out->value_bytes, value_copy) != check) return RequestKind::kTorn;
   return out->value_bytes == 0 ? RequestKind::kGet : RequestKind::kPut;
 }
 
 // Zeroes the polled keyhash and LEN at once, on detection: zeroing after the response
 // would let round-robin polling see the request again, or erase the client's next one.
 inline void ClearRequest(std::uint8_t* slot) {
-  std::memset(slot + kSlotBytes - sizeof(KeyHash) - 2, 0, sizeof(KeyHash) + 2);
+  std::memset(slot + kSlotBytes - sizeof(KeyHash) - 4, 0, sizeof(KeyHash) + 4);
 }
 
 }  // namespace rdmalab::kv::herd

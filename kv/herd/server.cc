@@ -34,7 +34,7 @@ namespace {
 
 using nlohmann::json;
 
-constexpr std::uint32_t kPipelineDepth = 3;  // stage 0 (bucket prefetched), stage 1 done, responding
+constexpr std::uint32_t kPipelineDepth = 3;  // bucket prefetched, stage 1 done, being filled
 constexpr std::uint64_t kStopCheckMask = 0x3FF;
 constexpr std::uint32_t kMaxBatch = 64;
 // Polls (sweeps) without any request before a worker yields its CPU: with more busy pollers
@@ -49,12 +49,12 @@ struct ClientAddress {
 };
 
 struct WorkerStats {
-  std::uint64_t requests = 0, gets = 0, get_hits = 0, puts = 0, puts_refused = 0, malformed = 0, noops = 0;
+  std::uint64_t requests = 0, gets = 0, get_hits = 0, puts = 0, puts_refused = 0, malformed = 0, torn = 0, noops = 0;
   std::uint64_t responses = 0, doorbells = 0, empty_polls = 0;
   json Json(std::uint32_t worker) const {
     return {{"worker", worker},      {"requests", requests},   {"gets", gets},
             {"get_hits", get_hits},  {"puts", puts},           {"puts_refused", puts_refused},
-            {"malformed", malformed}, {"noops", noops},        {"responses", responses},
+            {"malformed", malformed}, {"torn", torn},      {"noops", noops},        {"responses", responses},
             {"doorbells", doorbells}, {"responses_per_doorbell", doorbells ? double(responses) / doorbells : 0.0}};
   }
 };
@@ -63,7 +63,11 @@ struct WorkerStats {
 struct Item {
   RequestKind kind = RequestKind::kEmpty;  // kEmpty: a no-op
   std::uint32_t client = 0;
-  ParsedRequest request;
+  ParsedRequest request;  // request.value points at value_copy
+  // A PUT's value is copied out of the slot on detection, with the key: a retried request
+  // may be detected again after its first answer reached the client, whose next request
+  // then overwrites the slot before this item's stage 1 stores the value.
+  std::uint8_t value_copy[kMaxValueBytes];
   LogRef ref;
   std::uint8_t status = kMiss;
   const std::uint8_t* value = nullptr;
@@ -301,7 +305,7 @@ void Worker::PostResponses(std::uint32_t count) {
 
 void Worker::Detect(std::uint32_t client, std::uint32_t w, Item& item) {
   std::uint8_t* slot = region_ + server_.layout_.Slot(id_, client, w) * kSlotBytes;
-  item.kind = ParseRequest(slot, id_, server_.layout_.workers, &item.request);
+  item.kind = ParseRequest(slot, id_, server_.layout_.workers, &item.request, item.value_copy);
   if (item.kind == RequestKind::kEmpty) return;
   ClearRequest(slot);
   item.client = client;
@@ -309,19 +313,23 @@ void Worker::Detect(std::uint32_t client, std::uint32_t w, Item& item) {
   item.value = nullptr;
   item.value_bytes = 0;
   ++stats_.requests;
-  if (item.kind == RequestKind::kMalformed) {
-    ++stats_.malformed;
+  if (item.kind == RequestKind::kMalformed || item.kind == RequestKind::kTorn) {
+    ++(item.kind == RequestKind::kMalformed ? stats_.malformed : stats_.torn);
     item.kind = RequestKind::kEmpty;
   }
 }
 
 void Worker::ServeOneByOne(const std::atomic<bool>& stop) {
   const RegionLayout& layout = server_.layout_;
-  Item pipeline[kPipelineDepth];  // [0] newest: bucket prefetched; [1] stage 1 done
+  // A ring of pipeline items: `newest` had its bucket prefetched, the one before it its
+  // stage 1; the slot after `newest` holds an item already answered, so detection fills it.
+  Item pipeline[kPipelineDepth];
+  std::uint32_t newest = 0;
   std::uint32_t client = 0, w = 0, empty = 0, idle = 0;
   for (std::uint64_t turn = 0;; ++turn) {
     if ((turn & kStopCheckMask) == 0 && stop.load(std::memory_order_relaxed)) break;
-    Item& fresh = pipeline[2];
+    const std::uint32_t next = newest + 1 == kPipelineDepth ? 0 : newest + 1;
+    Item& fresh = pipeline[next];
     Detect(client, w, fresh);
     if (++w == layout.window) {
       w = 0;
@@ -336,19 +344,19 @@ void Worker::ServeOneByOne(const std::atomic<bool>& stop) {
       idle = 0;
     }
     empty = 0;
-    Stage2(pipeline[1]);
-    if (BuildResponse(pipeline[1], 0)) PostResponses(1);
-    Stage1(pipeline[0]);
+    Item& oldest = pipeline[newest == 0 ? kPipelineDepth - 1 : newest - 1];
+    Stage2(oldest);
+    if (BuildResponse(oldest, 0)) PostResponses(1);
+    Stage1(pipeline[newest]);
     Stage0(fresh);
-    pipeline[1] = pipeline[0];
-    pipeline[0] = fresh;
+    newest = next;
   }
 }
 
 void Worker::ServeBatched(const std::atomic<bool>& stop) {
   const RegionLayout& layout = server_.layout_;
   std::vector<std::uint32_t> next_w(layout.clients, 0);
-  Item batch[kMaxBatch];
+  std::vector<Item> batch(kMaxBatch);
   const std::uint32_t most = std::min<std::uint32_t>(kMaxBatch, layout.clients);
   std::uint32_t idle = 0;
   for (std::uint64_t sweep = 0;; ++sweep) {
