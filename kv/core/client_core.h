@@ -109,6 +109,7 @@ void RunClients(std::vector<std::unique_ptr<Transport>>& transports, std::vector
                 const std::atomic<bool>& abort, ThreadOutcome& outcome) {
   constexpr int kPollMax = 16;
   constexpr std::uint32_t kHousekeepingMask = 0xFF;  // loop turns between clock reads for retries
+  constexpr std::uint32_t kQuietPeriodsBeforeYield = 16;
   const std::uint64_t start = clock.Now();
   const std::uint64_t measure_start = start + clock.NsToTicks(plan.warmup_ns);
   const std::uint64_t measure_end = plan.ops_per_client ? ~std::uint64_t{0} : measure_start + clock.NsToTicks(plan.measure_ns);
@@ -126,6 +127,7 @@ void RunClients(std::vector<std::unique_ptr<Transport>>& transports, std::vector
   }
   Response responses[kPollMax];
   bool answered = false;  // since the last housekeeping
+  std::uint32_t quiet_periods = 0;
   for (std::uint32_t turn = 0;; ++turn) {
     bool busy = false;
     for (std::size_t c = 0; c < clients.size(); ++c) {
@@ -153,9 +155,10 @@ void RunClients(std::vector<std::unique_ptr<Transport>>& transports, std::vector
     }
     if (!busy) break;
     if ((turn & kHousekeepingMask) != 0) continue;
-    // A whole period without an answer: the server may share this CPU (more busy pollers
+    // Many periods without an answer: the server may share this CPU (more busy pollers
     // than cores), so let it run rather than spin out the time slice.
-    if (!answered) sched_yield();
+    quiet_periods = answered ? 0 : quiet_periods + 1;
+    if (quiet_periods >= kQuietPeriodsBeforeYield) sched_yield();
     answered = false;
     now = clock.Now();
     if (abort.load(std::memory_order_relaxed) || now >= deadline_ticks) break;
