@@ -109,7 +109,7 @@ void RunClients(std::vector<std::unique_ptr<Transport>>& transports, std::vector
                 const std::atomic<bool>& abort, ThreadOutcome& outcome) {
   constexpr int kPollMax = 16;
   constexpr std::uint32_t kHousekeepingMask = 0xFF;  // loop turns between clock reads for retries
-  constexpr std::uint32_t kQuietPeriodsBeforeYield = 16;
+  constexpr std::uint32_t kQuietPeriodsBeforeYield = 2;
   const std::uint64_t start = clock.Now();
   const std::uint64_t measure_start = start + clock.NsToTicks(plan.warmup_ns);
   const std::uint64_t measure_end = plan.ops_per_client ? ~std::uint64_t{0} : measure_start + clock.NsToTicks(plan.measure_ns);
