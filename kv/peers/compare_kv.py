@@ -11,6 +11,9 @@ Rows (16 B keys, 32 B values, 95% GET, uniform keys unless flags say otherwise):
   memcached, redis   the same clients and window, pipelined over one connection per client
   memcached-best,    each TCP server at its best over a small grid of clients, window and
   redis-best         pipelining (1 server thread: memcached -t 1)
+  herd-batching,     HERD with guide16's response batching (one doorbell per sweep), with
+  herd-queues3,      3 response QPs per worker (multi-queue), and with both: the per-core
+  herd-batch-mq      difference, 1 worker
   herd-1x4           HERD with 1 worker and 1 client at W=4 (the original HERD code's
                      configuration, about 1.8 Mops on this machine, for scale)
   bench-ud-send      rdmalab-bench tput --verb send -c UD outbound, HERD's response size, inline
@@ -102,6 +105,9 @@ def main() -> int:
         "memcached-best": lambda: max((kv_row(args.build, "memcached", args, *g) for g in TCP_GRID),
                                       key=lambda r: r["mops"]),
         "redis-best": lambda: max((kv_row(args.build, "redis", args, *g) for g in TCP_GRID), key=lambda r: r["mops"]),
+        "herd-batching": lambda: kv_row(args.build, "herd", args, c, w, False, ["--batching"]),
+        "herd-queues3": lambda: kv_row(args.build, "herd", args, c, w, False, ["--queues", "3"]),
+        "herd-batch-mq": lambda: kv_row(args.build, "herd", args, c, w, False, ["--batching", "--queues", "3"]),
         "herd-1x4": lambda: kv_row(args.build, "herd", args, 1, 4, False),
         "bench-ud-send": lambda: bench_ud_row(args.build, args),
     }
@@ -136,7 +142,10 @@ def main() -> int:
                                 ("herd / memcached at its best", "herd", "memcached-best", None),
                                 ("herd / redis at its best", "herd", "redis-best", None),
                                 ("herd / rdmalab-bench UD SEND, same size and CPUs", "herd", "bench-ud-send", ">= 0.7"),
-                                ("herd-1x4 / original HERD's 1.8 Mops", "herd-1x4", None, "> 1")]:
+                                ("herd-1x4 / original HERD's 1.8 Mops", "herd-1x4", None, "> 1"),
+                                ("herd with batching / without (1 core)", "herd-batching", "herd", None),
+                                ("herd with 3 queues / 1 queue (1 core)", "herd-queues3", "herd", None),
+                                ("herd with batching and 3 queues / neither (1 core)", "herd-batch-mq", "herd", None)]:
         if a in median and (b is None or b in median):
             ratios[label] = median[a] / (median[b] if b else 1.8)
             print(f"# {label}: {ratios[label]:.2f}x" + (f" (target {target})" if target else ""))
