@@ -95,7 +95,7 @@ Participant::Participant(const ParticipantConfig& config)
     index_ = config.index;
   } else {
     if (config.node_roles) {
-      Fail(config.program, " needs the coordinator: pass --rendezvous HOST:PORT --role node --index I --peers N");
+      Fail("all-to-all runs need the coordinator: pass --rendezvous HOST:PORT --role node --index I --peers N");
     }
     if (!config.role.empty() && config.role != (config.server_host.empty() ? "server" : "client")) {
       Fail("--role ", config.role, " contradicts the command line: without SERVER_HOST this process is the server");
