@@ -153,6 +153,7 @@ ibv_mr* RegisterMr(ibv_pd* pd, void* addr, size_t length, uint64_t iova, unsigne
     return nullptr;
   }
   MrEntry& entry = device->mrs[index];
+  uint64_t generation = BeginMrChange(entry);
   auto* mr = new SoftMr{};
   uintptr_t start = reinterpret_cast<uintptr_t>(addr);
   uintptr_t page_begin = PageDown(start);
@@ -160,6 +161,7 @@ ibv_mr* RegisterMr(ibv_pd* pd, void* addr, size_t length, uint64_t iova, unsigne
   if (!AnchorRange(runtime, page_begin, page_end, &entry, &mr->anchors)) {
     int err = errno;
     ReleaseAnchors(runtime, mr->anchors);
+    EndMrChange(entry);
     entry.key.store(0, std::memory_order_release);
     delete mr;
     errno = err;
@@ -173,6 +175,8 @@ ibv_mr* RegisterMr(ibv_pd* pd, void* addr, size_t length, uint64_t iova, unsigne
   entry.length = length;
   entry.page_base = page_begin;
   entry.va = start;
+  entry.translation_generation = generation;
+  EndMrChange(entry);
   uint32_t key;
   do {
     key = (runtime->RandomBits() << kMrIndexBits) | uint32_t(index);
@@ -277,31 +281,66 @@ ibv_mr* ibv_reg_mr_iova2(ibv_pd* pd, void* addr, size_t length, uint64_t iova, u
 int ibv_dereg_mr(ibv_mr* mr) {
   SoftMr* soft = ToSoft(mr);
   Runtime* runtime = Runtime::Get();
-  ToSoft(mr->context)->device->mrs[soft->index].key.store(0, std::memory_order_release);
+  ClearMrEntry(ToSoft(mr->context)->device->mrs[soft->index]);
   ReleaseAnchors(runtime, soft->anchors);
   delete soft;
   return 0;
 }
 
-// Only access and PD changes: moving a registration is dereg + reg for the caller.
-int ibv_rereg_mr(ibv_mr* mr, int flags, ibv_pd* pd, void*, size_t, int access) {
+// rdma-core's argument checks (libibverbs/verbs.c), then one change of the entry: every
+// translation of the region cached anywhere dies with it, before this returns. A new range
+// is anchored first, so that a failure leaves the registration as it was. The keys stay.
+int ibv_rereg_mr(ibv_mr* mr, int flags, ibv_pd* pd, void* addr, size_t length, int access) {
   SoftMr* soft = ToSoft(mr);
   MrEntry& entry = ToSoft(mr->context)->device->mrs[soft->index];
-  if ((flags & IBV_REREG_MR_CHANGE_TRANSLATION) || (flags & ~IBV_REREG_MR_FLAGS_SUPPORTED)) {
-    errno = EOPNOTSUPP;
+  bool translation = (flags & IBV_REREG_MR_CHANGE_TRANSLATION) != 0;
+  const char* invalid = nullptr;
+  if ((flags & ~IBV_REREG_MR_FLAGS_SUPPORTED) != 0) {
+    invalid = "flags has bits outside IBV_REREG_MR_CHANGE_TRANSLATION | _PD | _ACCESS";
+  } else if (translation && (addr == nullptr || length == 0)) {
+    invalid = "IBV_REREG_MR_CHANGE_TRANSLATION needs a non-null addr and a non-zero length";
+  } else if (access != 0 && !(flags & IBV_REREG_MR_CHANGE_ACCESS)) {
+    invalid = "access is non-zero without IBV_REREG_MR_CHANGE_ACCESS";
+  } else if ((flags & IBV_REREG_MR_CHANGE_ACCESS) && !ValidAccess(unsigned(access))) {
+    invalid = "access has unknown bits, or remote write/atomic without IBV_ACCESS_LOCAL_WRITE";
+  } else if ((flags & IBV_REREG_MR_CHANGE_PD) && (pd == nullptr || pd->context != mr->context)) {
+    invalid = "IBV_REREG_MR_CHANGE_PD needs a PD of the MR's own context";
+  }
+  if (invalid != nullptr) {
+    Warn("ibv_rereg_mr(flags %#x, access %#x): %s", unsigned(flags), unsigned(access), invalid);
+    errno = EINVAL;
     return IBV_REREG_MR_ERR_INPUT;
   }
-  if (flags & IBV_REREG_MR_CHANGE_ACCESS) {
-    if (!ValidAccess(unsigned(access))) {
-      errno = EINVAL;
-      return IBV_REREG_MR_ERR_INPUT;
-    }
-    entry.access = unsigned(access);
+  Runtime* runtime = Runtime::Get();
+  MrEntry staged;
+  std::vector<uintptr_t> held;
+  uintptr_t start = reinterpret_cast<uintptr_t>(addr);
+  if (translation && !AnchorRange(runtime, PageDown(start), PageUp(start + length), &staged, &held)) {
+    int err = errno;
+    ReleaseAnchors(runtime, held);
+    errno = err;
+    return IBV_REREG_MR_ERR_CMD;
   }
-  if (flags & IBV_REREG_MR_CHANGE_PD) {
-    entry.pd_id = ToSoft(pd)->pd_id;
-    mr->pd = pd;
+  uint64_t generation = BeginMrChange(entry);
+  if (flags & IBV_REREG_MR_CHANGE_ACCESS) entry.access = unsigned(access);
+  if (flags & IBV_REREG_MR_CHANGE_PD) entry.pd_id = ToSoft(pd)->pd_id;
+  if (translation) {
+    entry.segment_count = staged.segment_count;
+    std::copy(staged.segments, staged.segments + staged.segment_count, entry.segments);
+    entry.addr = start;
+    entry.length = length;
+    entry.va = start;
+    entry.page_base = PageDown(start);
+    entry.translation_generation = generation;
   }
+  EndMrChange(entry);
+  if (translation) {
+    ReleaseAnchors(runtime, soft->anchors);
+    soft->anchors = std::move(held);
+    mr->addr = addr;
+    mr->length = length;
+  }
+  if (flags & IBV_REREG_MR_CHANGE_PD) mr->pd = pd;
   return 0;
 }
 

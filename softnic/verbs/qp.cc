@@ -157,6 +157,7 @@ ibv_qp* CreateQpExOp(ibv_context* context, ibv_qp_init_attr_ex* attr) {
   entry.owner_slot = runtime->self().slot;
   entry.owner_incarnation = runtime->self().incarnation;
   entry.pd_id = ToSoft(attr->pd)->pd_id;
+  entry.qp_access_flags.store(0, std::memory_order_relaxed);
   entry.qkey.store(0, std::memory_order_relaxed);
   entry.min_rnr_timer.store(0, std::memory_order_relaxed);
   entry.state.store(IBV_QPS_RESET, std::memory_order_relaxed);
@@ -226,7 +227,10 @@ void ApplyAttributes(SoftQp* qp, const ibv_qp_attr& attr, int mask) {
   ibv_qp_attr& mine = qp->attr;
   if (mask & IBV_QP_PKEY_INDEX) mine.pkey_index = attr.pkey_index;
   if (mask & IBV_QP_PORT) mine.port_num = attr.port_num;
-  if (mask & IBV_QP_ACCESS_FLAGS) mine.qp_access_flags = attr.qp_access_flags;
+  if (mask & IBV_QP_ACCESS_FLAGS) {
+    mine.qp_access_flags = attr.qp_access_flags;
+    qp->entry->qp_access_flags.store(attr.qp_access_flags, std::memory_order_release);
+  }
   if (mask & IBV_QP_QKEY) {
     mine.qkey = attr.qkey;
     qp->entry->qkey.store(attr.qkey, std::memory_order_relaxed);
