@@ -106,6 +106,14 @@ struct SoftChannel {
   std::vector<struct SoftCq*> cqs;
 };
 
+// Completions of a QP that was reset while they sat in a CQ: poll skips entries of `qpn`
+// below ring position `end` (receive ones only when `receives`).
+struct CqPurge {
+  uint32_t qpn;
+  bool receives;
+  uint64_t end;
+};
+
 struct SoftCq {
   ibv_cq_ex ex;  // its prefix is struct ibv_cq
   uint32_t device_index;
@@ -114,6 +122,9 @@ struct SoftCq {
   SoftChannel* channel;
   Cqe current;  // the entry being read through the extended poll API
   bool overrun_reported;
+  std::atomic<uint32_t> purge_count{0};  // poll's one check: purges.size(), written under purge_mutex
+  std::mutex purge_mutex;
+  std::vector<CqPurge> purges;
 };
 
 struct SoftSrq {
@@ -376,6 +387,9 @@ inline bool PushCqe(Ring& ring, const Cqe& cqe, CounterBlock& counters, bool sol
   return FinishPushCqe(pushed, ring, cqe, counters, solicited);
 }
 void FlushRecvQueue(SoftQp* qp);  // a QP entering ERR: flush completions for its RECVs
+// A QP entering RESET: its completions still in its CQs are never polled (as libmlx5's
+// mlx5_cq_clean). Receive completions taken from an SRQ stay, so their buffers come back.
+void PurgeCompletions(SoftQp* qp);
 // The QP's path MTU, and the shape key base of its WRITEs that depends on it.
 void SetPathMtu(SoftQp* qp, uint32_t path_mtu_bytes);
 inline model::Transport ModeledTransport(ibv_qp_type type) {

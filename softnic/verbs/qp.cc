@@ -73,10 +73,14 @@ TypeIndex IndexOf(ibv_qp_type type) {
   return type == IBV_QPT_RC ? kRc : type == IBV_QPT_UC ? kUc : kUd;
 }
 
-// A QP's own receive ring, sized for max_wr WQEs of max_sge SGEs. False with errno.
-bool CreateRecvRing(Runtime* runtime, uint32_t max_wr, uint32_t max_sge, ObjectRef* object, Ring* ring) {
-  uint32_t capacity = RoundUpPowerOfTwo(std::max<uint32_t>(max_wr, 1));
-  return runtime->CreateRing(capacity, RecvWqeBytes(std::max<uint32_t>(max_sge, 1)), object, ring);
+// A QP's own receive ring for at least max_wr WQEs of max_sge SGEs; *max_wr becomes what it
+// holds (the ring is a power of two, and reported as such, as mlx5 and rxe report theirs).
+// A QP created without receive WRs keeps 0, and its post_recv fails. False with errno.
+bool CreateRecvRing(Runtime* runtime, uint32_t* max_wr, uint32_t max_sge, ObjectRef* object, Ring* ring) {
+  uint32_t capacity = RoundUpPowerOfTwo(std::max<uint32_t>(*max_wr, 1));
+  if (!runtime->CreateRing(capacity, RecvWqeBytes(std::max<uint32_t>(max_sge, 1)), object, ring)) return false;
+  if (*max_wr != 0) *max_wr = capacity;
+  return true;
 }
 
 int32_t ClaimQpIndex(DeviceEntry* device) {
@@ -140,7 +144,7 @@ ibv_qp* CreateQpExOp(ibv_context* context, ibv_qp_init_attr_ex* attr) {
     entry.recv_sge_capacity = qp->srq->max_sge;
     entry.uses_srq = 1;
   } else {
-    if (!CreateRecvRing(runtime, qp->cap.max_recv_wr, qp->cap.max_recv_sge, &qp->recv_object,
+    if (!CreateRecvRing(runtime, &qp->cap.max_recv_wr, qp->cap.max_recv_sge, &qp->recv_object,
                         &qp->recv_ring)) {
       int err = errno;
       entry.qpn.store(0, std::memory_order_release);
@@ -187,6 +191,7 @@ ibv_qp* CreateQpExOp(ibv_context* context, ibv_qp_init_attr_ex* attr) {
   InstallQpExOps(qp);
   if (attr->comp_mask & IBV_QP_INIT_ATTR_SEND_OPS_FLAGS) qp->ex.comp_mask = 0;
   runtime->local_qps[qp->device_index][index] = qp;
+  attr->cap = qp->cap;  // what the QP holds, as providers report it
   return &base;
 }
 
@@ -271,6 +276,7 @@ void SetState(SoftQp* qp, ibv_qp_state state) {
 }
 
 void ResetQueues(SoftQp* qp) {
+  PurgeCompletions(qp);
   if (!qp->srq) {
     RecvWqe discarded;
     while (qp->recv_ring.TryPop(&discarded, sizeof(discarded))) {
@@ -301,7 +307,7 @@ ibv_qp* ibv_create_qp(ibv_pd* pd, ibv_qp_init_attr* attr) {
   ex.comp_mask = IBV_QP_INIT_ATTR_PD;
   ex.pd = pd;
   ibv_qp* qp = CreateQpExOp(pd->context, &ex);
-  if (qp != nullptr) attr->cap = ToSoft(qp)->cap;
+  if (qp != nullptr) attr->cap = ex.cap;
   return qp;
 }
 
