@@ -350,10 +350,9 @@ ibv_cq* ibv_create_cq(ibv_context* context, int entries, void* cq_context, ibv_c
   return cq ? reinterpret_cast<ibv_cq*>(&cq->ex) : nullptr;
 }
 
-int ibv_resize_cq(ibv_cq* cq, int entries) {
-  // Growing would move the ring that peers have mapped; within capacity it is a no-op.
-  return entries > 0 && entries <= cq->cqe ? 0 : EOPNOTSUPP;
-}
+// Not implemented: growing would move the ring that peers have mapped. Every size is
+// refused alike, so that a program takes its "not supported" branch whatever it asks.
+int ibv_resize_cq(ibv_cq*, int) { return EOPNOTSUPP; }
 
 int ibv_destroy_cq(ibv_cq* ibcq) {
   SoftCq* cq = ToSoft(ibcq);

@@ -33,6 +33,20 @@ bool ValidAccess(unsigned access) {
          (!(access & (IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_ATOMIC)) || (access & IBV_ACCESS_LOCAL_WRITE));
 }
 
+// 0, or the errno that refuses `access`, with a warning that names `verb`: EOPNOTSUPP for
+// memory-window binding, which softnic does not implement (ibv_alloc_mw fails alike).
+int AccessError(unsigned access, const char* verb) {
+  if (access & IBV_ACCESS_MW_BIND) {
+    Warn("%s: access %#x has IBV_ACCESS_MW_BIND: softnic has no memory windows", verb, access);
+    return EOPNOTSUPP;
+  }
+  if (ValidAccess(access)) return 0;
+  Warn("%s: access %#x: valid are IBV_ACCESS_LOCAL_WRITE, _REMOTE_WRITE, _REMOTE_READ, _REMOTE_ATOMIC, "
+       "_RELAXED_ORDERING and _OPTIONAL_RANGE, remote write or atomic only with local write",
+       verb, access);
+  return EINVAL;
+}
+
 uintptr_t PageDown(uintptr_t address) { return address & ~(uintptr_t{kPageBytes} - 1); }
 uintptr_t PageUp(uintptr_t address) { return PageDown(address + kPageBytes - 1); }
 
@@ -136,8 +150,8 @@ int32_t ClaimMrIndex(DeviceEntry* device) {
 }
 
 ibv_mr* RegisterMr(ibv_pd* pd, void* addr, size_t length, uint64_t iova, unsigned access) {
-  if (!ValidAccess(access)) {
-    errno = EINVAL;
+  if (int err = AccessError(access, "ibv_reg_mr"); err != 0) {
+    errno = err;
     return nullptr;
   }
   if (addr == nullptr && length != 0) {
@@ -301,14 +315,16 @@ int ibv_rereg_mr(ibv_mr* mr, int flags, ibv_pd* pd, void* addr, size_t length, i
     invalid = "IBV_REREG_MR_CHANGE_TRANSLATION needs a non-null addr and a non-zero length";
   } else if (access != 0 && !(flags & IBV_REREG_MR_CHANGE_ACCESS)) {
     invalid = "access is non-zero without IBV_REREG_MR_CHANGE_ACCESS";
-  } else if ((flags & IBV_REREG_MR_CHANGE_ACCESS) && !ValidAccess(unsigned(access))) {
-    invalid = "access has unknown bits, or remote write/atomic without IBV_ACCESS_LOCAL_WRITE";
   } else if ((flags & IBV_REREG_MR_CHANGE_PD) && (pd == nullptr || pd->context != mr->context)) {
     invalid = "IBV_REREG_MR_CHANGE_PD needs a PD of the MR's own context";
   }
   if (invalid != nullptr) {
     Warn("ibv_rereg_mr(flags %#x, access %#x): %s", unsigned(flags), unsigned(access), invalid);
     errno = EINVAL;
+    return IBV_REREG_MR_ERR_INPUT;
+  }
+  if (int err = (flags & IBV_REREG_MR_CHANGE_ACCESS) ? AccessError(unsigned(access), "ibv_rereg_mr") : 0) {
+    errno = err;
     return IBV_REREG_MR_ERR_INPUT;
   }
   Runtime* runtime = Runtime::Get();

@@ -102,8 +102,14 @@ bool ValidCaps(const FabricHeader& fabric, const ibv_qp_init_attr_ex& attr) {
 
 ibv_qp* CreateQpExOp(ibv_context* context, ibv_qp_init_attr_ex* attr) {
   Runtime* runtime = Runtime::Get();
-  const uint32_t known_mask = IBV_QP_INIT_ATTR_PD | IBV_QP_INIT_ATTR_SEND_OPS_FLAGS;
+  const uint32_t known_mask = IBV_QP_INIT_ATTR_PD | IBV_QP_INIT_ATTR_SEND_OPS_FLAGS | IBV_QP_INIT_ATTR_CREATE_FLAGS;
   if (attr->qp_type != IBV_QPT_RC && attr->qp_type != IBV_QPT_UC && attr->qp_type != IBV_QPT_UD) {
+    errno = EOPNOTSUPP;
+    return nullptr;
+  }
+  if ((attr->comp_mask & IBV_QP_INIT_ATTR_CREATE_FLAGS) && attr->create_flags != 0) {
+    Warn("ibv_create_qp_ex: create_flags %#x: softnic implements none of enum ibv_qp_create_flags (0 is valid)",
+         attr->create_flags);
     errno = EOPNOTSUPP;
     return nullptr;
   }
