@@ -13,7 +13,7 @@
 namespace softnic {
 
 constexpr uint32_t kFabricMagic = 0x534e4943;  // "SNIC"
-constexpr uint32_t kFabricLayoutVersion = 6;  // bump with every change to this file's shared structs
+constexpr uint32_t kFabricLayoutVersion = 7;  // bump with every change to this file's shared structs
 constexpr uint32_t kMaxDevices = 16;
 constexpr uint32_t kDefaultDevices = 2;
 constexpr uint32_t kMaxProcesses = 128;
@@ -156,6 +156,9 @@ struct QpEntry {
   uint32_t owner_slot = 0;
   uint32_t owner_incarnation = 0;
   uint32_t pd_id = 0;
+  // IBV_ACCESS_REMOTE_WRITE / _READ / _ATOMIC of ibv_modify_qp: the operations this QP
+  // answers as a responder (read by every requester on each RDMA WRITE, READ and atomic).
+  std::atomic<uint32_t> qp_access_flags{0};
   std::atomic<uint32_t> qkey{0};
   std::atomic<uint32_t> min_rnr_timer{0};
   uint32_t recv_sge_capacity = 0;
@@ -171,7 +174,15 @@ struct MrSegment {
   uint64_t bytes = 0;          // page multiple; segments are contiguous in address order
 };
 
+// `generation` is a sequence lock over the rest of the entry. A writer (reg, rereg, dereg,
+// reclaim; one at a time: the owner, or the reclaimer of a dead owner) makes it odd with
+// BeginMrChange, changes the fields, and makes it even and larger with EndMrChange. A
+// reader checks the key and reads the fields between two loads of an even, unchanged
+// generation. A translation cached with generation G (send_fast.h) is valid exactly while
+// the entry's generation is still G: one acquire load on the post path, and every change
+// to the entry kills every cached copy of it in every process before the change returns.
 struct MrEntry {
+  std::atomic<uint64_t> generation{0};
   std::atomic<uint32_t> key{0};  // lkey == rkey; 0 = free; published last, cleared on dereg
   uint32_t access = 0;
   uint32_t pd_id = 0;
@@ -183,7 +194,32 @@ struct MrEntry {
   uint64_t va = 0;         // first address in the owner
   uint64_t page_base = 0;  // va rounded down to a page: where segment 0 starts
   MrSegment segments[kMaxMrSegments];
+  // The generation at which `segments` (and va, page_base) last changed: peers key their
+  // mappings of the region by it, so that an access or PD change keeps the mapping and a
+  // new translation (re-registration, rereg of the range) never reuses an old one.
+  uint64_t translation_generation = 0;
 };
+
+// Writer side of MrEntry::generation (the one writer of an entry at a time). Returns the
+// generation EndMrChange will publish.
+inline uint64_t BeginMrChange(MrEntry& entry) {
+  uint64_t odd = entry.generation.load(std::memory_order_relaxed) | 1;
+  entry.generation.store(odd, std::memory_order_relaxed);
+  std::atomic_thread_fence(std::memory_order_release);  // odd before any field changes
+  return odd + 1;
+}
+inline void EndMrChange(MrEntry& entry) {
+  entry.generation.store((entry.generation.load(std::memory_order_relaxed) | 1) + 1, std::memory_order_release);
+}
+// Deregisters an entry (dereg_mr, or the reclaim of a dead owner's). The key stays reserved
+// until the generation has moved, so that no new registration claims the entry while this
+// still writes it.
+inline void ClearMrEntry(MrEntry& entry) {
+  BeginMrChange(entry);
+  entry.key.store(kEntryReserved, std::memory_order_relaxed);
+  EndMrChange(entry);
+  entry.key.store(0, std::memory_order_release);
+}
 
 struct DeviceEntry {
   char name[32];

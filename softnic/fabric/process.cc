@@ -34,7 +34,7 @@ void Reclaim(Fabric* fabric, uint32_t slot, uint32_t incarnation) {
     for (MrEntry& mr : device.mrs) {
       if (mr.owner_slot == slot && mr.owner_incarnation == incarnation &&
           mr.key.load(std::memory_order_relaxed) != 0) {
-        mr.key.store(0, std::memory_order_release);
+        ClearMrEntry(mr);
       }
     }
     for (auto& lane : header->processes[slot].counters) {

@@ -45,10 +45,10 @@ bool TakeCountedEvent(std::atomic<uint32_t>& count) {
 void Retire(Runtime* runtime, const SoftCq* cq, const Cqe& cqe) {
   if (!cqe.is_send && cqe.recv_dequeued == 0) return;
   SoftQp* qp = runtime->local_qps[cq->device_index][cqe.qp_num & (kMaxQpsPerDevice - 1)];
-  if (qp == nullptr) return;
+  if (qp == nullptr || qp->ex.qp_base.qp_num != cqe.qp_num) return;  // not a later QP in a reused slot
   if (cqe.is_send) {
     qp->sq_retired.store(cqe.sq_retire, std::memory_order_release);
-  } else if (qp->ex.qp_base.qp_num == cqe.qp_num) {  // not a later QP in a reused slot
+  } else {
     (qp->srq != nullptr ? qp->srq->ring : qp->recv_ring).NoteDequeued(cqe.recv_dequeued);
   }
 }
@@ -79,13 +79,37 @@ void ReportOverrun(SoftCq* cq) {
   PostAsyncEvent(ToSoft(cq->ex.context), event);
 }
 
+// Cold: whether the entry popped at position `dequeued - 1` belongs to a reset QP. A purge
+// ends once the ring has been consumed up to where it was when the QP was reset.
+[[gnu::cold, gnu::noinline]] bool Purged(SoftCq* cq, const Cqe& cqe, uint64_t dequeued) {
+  std::lock_guard<std::mutex> lock(cq->purge_mutex);
+  bool purged = false;
+  for (const CqPurge& purge : cq->purges) {
+    purged = purged || (purge.qpn == cqe.qp_num && dequeued <= purge.end && (cqe.is_send || purge.receives));
+  }
+  std::erase_if(cq->purges, [&](const CqPurge& purge) { return dequeued >= purge.end; });
+  cq->purge_count.store(uint32_t(cq->purges.size()), std::memory_order_relaxed);
+  return purged;
+}
+
+// The next entry to report, skipping those of reset QPs. False when the CQ is empty.
+[[gnu::always_inline]] inline bool PopCqe(SoftCq* cq, Cqe* cqe) {
+  uint64_t dequeued;
+  while (cq->ring.TryPop(cqe, sizeof(*cqe), &dequeued)) {
+    if (__builtin_expect(cq->purge_count.load(std::memory_order_relaxed) == 0, 1) || !Purged(cq, *cqe, dequeued)) {
+      return true;
+    }
+  }
+  return false;
+}
+
 int PollCqOp(ibv_cq* ibcq, int entries, ibv_wc* wc) {
   SoftCq* cq = ToSoft(ibcq);
   Runtime* runtime = Runtime::Get();
   if (runtime->stalled_count.load(std::memory_order_relaxed) != 0) runtime->ProgressStalled();
   int polled = 0;
   Cqe cqe;
-  while (polled < entries && cq->ring.TryPop(&cqe, sizeof(cqe))) {
+  while (polled < entries && PopCqe(cq, &cqe)) {
     ToWc(cqe, &wc[polled++]);
     Retire(runtime, cq, cqe);
   }
@@ -96,20 +120,24 @@ int PollCqOp(ibv_cq* ibcq, int entries, ibv_wc* wc) {
   return polled;
 }
 
+// Only a completion added after this raises an event (ibv_req_notify_cq(3), rxe): programs
+// take an event, re-arm and then poll, and one that polls a single completion per event
+// (perftest -e) would meet an extra event, and poll nothing, if entries already in the CQ
+// raised one.
 int ReqNotifyCqOp(ibv_cq* ibcq, int solicited_only) {
   SoftCq* cq = ToSoft(ibcq);
   cq->ring.header()->armed.store(solicited_only ? kArmedSolicited : kArmedAny,
                                  std::memory_order_relaxed);
-  // Pairs with the producer's fence in PushCqe: either it sees the arm, or we see its entry.
+  // Pairs with the producer's fence in FinishPushCqe: either it sees the arm, or the poll
+  // that follows this sees its entry.
   std::atomic_thread_fence(std::memory_order_seq_cst);
-  if (cq->ring.Size() != 0) NotifyArmedCq(cq->ring.header());
   return 0;
 }
 
 // The extended poll API reads one entry at a time into cq->current.
 int TakeOne(SoftCq* cq) {
   Runtime* runtime = Runtime::Get();
-  if (!cq->ring.TryPop(&cq->current, sizeof(cq->current))) {
+  if (!PopCqe(cq, &cq->current)) {
     if (cq->ring.header()->overrun.load(std::memory_order_relaxed) != 0) {
       ReportOverrun(cq);
       return EOVERFLOW;
@@ -220,6 +248,16 @@ bool FinishPushCqe(bool pushed, Ring& ring, const Cqe& cqe, CounterBlock& counte
   return true;
 }
 
+void PurgeCompletions(SoftQp* qp) {
+  for (SoftCq* cq : {qp->send_cq, qp->recv_cq}) {
+    std::lock_guard<std::mutex> lock(cq->purge_mutex);
+    uint64_t end = cq->ring.header()->enqueue_pos.load(std::memory_order_acquire);
+    std::erase_if(cq->purges, [&](const CqPurge& purge) { return purge.qpn == qp->ex.qp_base.qp_num; });
+    cq->purges.push_back(CqPurge{qp->ex.qp_base.qp_num, qp->srq == nullptr, end});
+    cq->purge_count.store(uint32_t(cq->purges.size()), std::memory_order_relaxed);
+  }
+}
+
 void InstallCqExOps(SoftCq* cq) {
   ibv_cq_ex& ex = cq->ex;
   ex.start_poll = StartPoll;
@@ -316,10 +354,9 @@ ibv_cq* ibv_create_cq(ibv_context* context, int entries, void* cq_context, ibv_c
   return cq ? reinterpret_cast<ibv_cq*>(&cq->ex) : nullptr;
 }
 
-int ibv_resize_cq(ibv_cq* cq, int entries) {
-  // Growing would move the ring that peers have mapped; within capacity it is a no-op.
-  return entries > 0 && entries <= cq->cqe ? 0 : EOPNOTSUPP;
-}
+// Not implemented: growing would move the ring that peers have mapped. Every size is
+// refused alike, so that a program takes its "not supported" branch whatever it asks.
+int ibv_resize_cq(ibv_cq*, int) { return EOPNOTSUPP; }
 
 int ibv_destroy_cq(ibv_cq* ibcq) {
   SoftCq* cq = ToSoft(ibcq);

@@ -27,6 +27,10 @@ constexpr uint32_t kGidTableLength = 1;
 constexpr int kAsyncWaitSliceMs = 10;
 constexpr int kSysfsGidTypeIbOrRoceV1 = 0;  // rdma-core's IBV_GID_TYPE_SYSFS_* numbering
 constexpr int kSysfsGidTypeRoceV2 = 1;
+// An IEEE-style vendor id of softnic's own ("SNC"), so that no program takes a softnic
+// device for a vendor's hardware (UCX and others pick device quirks by vendor id).
+constexpr uint32_t kVendorId = 0x534e43;
+constexpr uint32_t kVendorPartId = 1;
 
 std::once_flag g_devices_once;
 std::vector<SoftDevice*>* g_devices = nullptr;
@@ -100,6 +104,7 @@ int QueryDeviceExOp(ibv_context* context, const ibv_query_device_ex_input* input
   int rc = ibv_query_device(context, &full.orig_attr);
   if (rc != 0) return rc;
   full.max_dm_size = 0;
+  full.phys_port_cnt_ex = full.orig_attr.phys_port_cnt;
   std::memcpy(attr, &full, std::min(attr_bytes, sizeof(full)));
   return 0;
 }
@@ -172,7 +177,15 @@ ibv_context* ibv_open_device(ibv_device* device) {
   vctx.sz = sizeof(verbs_context);
   ibv_context& base = vctx.context;
   base.device = device;
-  base.cmd_fd = -1;
+  // softnic has no kernel command channel, but programs dup cmd_fd (to import the context
+  // elsewhere, which then fails with EOPNOTSUPP): it must be a descriptor.
+  base.cmd_fd = open("/dev/null", O_RDWR | O_CLOEXEC);
+  if (base.cmd_fd < 0) {
+    int err = errno;
+    delete context;
+    errno = err;
+    return nullptr;
+  }
   context->async_fifo_id = runtime->NewObjectId();
   base.async_fd = CreateFifoObject(runtime->directory(), context->async_fifo_id);
   base.num_comp_vectors = 1;
@@ -180,6 +193,7 @@ ibv_context* ibv_open_device(ibv_device* device) {
   pthread_mutex_init(&base.mutex, nullptr);
   if (base.async_fd < 0) {
     int err = errno;
+    close(base.cmd_fd);
     delete context;
     errno = err;
     return nullptr;
@@ -190,6 +204,7 @@ ibv_context* ibv_open_device(ibv_device* device) {
 
 int ibv_close_device(ibv_context* context) {
   SoftContext* soft = ToSoft(context);
+  close(context->cmd_fd);
   close(context->async_fd);
   RemoveObject(Runtime::Get()->directory(), soft->async_fifo_id);
   delete soft;
@@ -208,6 +223,8 @@ int ibv_query_device(ibv_context* context, ibv_device_attr* attr) {
   attr->max_mr_size = kMaxMrBytes;
   attr->page_size_cap = kPageBytes;
   attr->hw_ver = 1;
+  attr->vendor_id = kVendorId;
+  attr->vendor_part_id = kVendorPartId;
   attr->max_qp = kMaxQpsPerDevice;
   attr->max_qp_wr = static_cast<int>(limits.max_qp_wr);
   attr->device_cap_flags = IBV_DEVICE_RC_RNR_NAK_GEN | IBV_DEVICE_PORT_ACTIVE_EVENT |

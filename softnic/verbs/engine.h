@@ -56,13 +56,13 @@ inline model::WrShape ModeledShape(const SoftQp* qp, const WorkRequest& wr) {
 inline uint32_t WqeBytes(const model::WrShape& shape) { return model::SendWqeBytes(shape, model::WqeLayout{}); }
 
 // Key checks (send.cc): a translation is valid for [first, first + length) while its MR
-// table entry still holds the key.
+// table entry is still at the generation it was read at (layout.h, MrEntry).
 bool TranslateKey(Runtime* runtime, uint32_t device, uint32_t key, uint32_t needed_access,
                   uint32_t pd_id, bool local, KeyTranslation* out);
 
 [[gnu::always_inline]] inline uint8_t* LookupKey(const KeyTranslation& t, uint32_t key, uint64_t address,
                                                 uint64_t bytes) {
-  if (t.key != key || t.entry == nullptr || t.entry->key.load(std::memory_order_acquire) != key) {
+  if (t.key != key || t.entry->generation.load(std::memory_order_acquire) != t.generation) {
     return nullptr;
   }
   if (address < t.first || bytes > t.length || address - t.first > t.length - bytes) return nullptr;

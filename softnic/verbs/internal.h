@@ -106,6 +106,14 @@ struct SoftChannel {
   std::vector<struct SoftCq*> cqs;
 };
 
+// Completions of a QP that was reset while they sat in a CQ: poll skips entries of `qpn`
+// below ring position `end` (receive ones only when `receives`).
+struct CqPurge {
+  uint32_t qpn;
+  bool receives;
+  uint64_t end;
+};
+
 struct SoftCq {
   ibv_cq_ex ex;  // its prefix is struct ibv_cq
   uint32_t device_index;
@@ -114,6 +122,9 @@ struct SoftCq {
   SoftChannel* channel;
   Cqe current;  // the entry being read through the extended poll API
   bool overrun_reported;
+  std::atomic<uint32_t> purge_count{0};  // poll's one check: purges.size(), written under purge_mutex
+  std::mutex purge_mutex;
+  std::vector<CqPurge> purges;
 };
 
 struct SoftSrq {
@@ -140,11 +151,16 @@ struct Destination {
   Ring recv_cq;
 };
 
+// The entry an empty KeyTranslation points at: its generation (0) never equals the odd one
+// of an empty translation, so the fast path needs no null check.
+inline const MrEntry kNoMrEntry{};
+
 // A key's translation, cached per QP by the fast path (send_fast.h): valid while the
-// MR table entry still holds `key`.
+// MR table entry is still at `generation` (any reg, rereg or dereg of the entry moves it).
 struct KeyTranslation {
   uint32_t key = 0;
-  const MrEntry* entry = nullptr;
+  const MrEntry* entry = &kNoMrEntry;
+  uint64_t generation = 1;
   uint64_t first = 0;   // first valid address (the iova)
   uint64_t length = 0;
   uint64_t bias = 0;    // local address = address + bias (mod 2^64)
@@ -235,8 +251,8 @@ struct SoftQp {
 
 // Process-wide state: the fabric, this process's slot, mapping caches, registries.
 struct RemoteMrMapping {
-  std::atomic<uint32_t> key;
-  uint8_t* base;  // address of the MR's first page in this process; written before key
+  std::atomic<uint64_t> translation;  // the MR entry's translation_generation; 0 = none
+  uint8_t* base;  // address of the MR's first page in this process; written before translation
 };
 
 struct Anchor {
@@ -268,13 +284,17 @@ class Runtime {
   bool CreateRing(uint32_t capacity, uint32_t payload_bytes, ObjectRef* object, Ring* ring);
   // Maps a ring object (cached per object id). Null on failure.
   void* MapRing(const ObjectRef& ref);
-  // The address of an MR's first page in this process (cached per device and MR index).
-  uint8_t* MrBase(uint32_t device, uint32_t index, const MrEntry& entry, uint32_t key) {
+  // The address of an MR's first page in this process, cached per device and MR index for
+  // the entry's translation (an access or PD change keeps the mapping). The caller reads
+  // `translation` from the entry at `generation` and checks the generation afterwards.
+  uint8_t* MrBase(uint32_t device, uint32_t index, const MrEntry& entry, uint64_t translation,
+                  uint64_t generation) {
     RemoteMrMapping& mapping = mr_map_tables_[device][index];
-    if (mapping.key.load(std::memory_order_acquire) == key) return mapping.base;
-    return MapMr(device, index, entry, key);
+    if (mapping.translation.load(std::memory_order_acquire) == translation) return mapping.base;
+    return MapMr(device, index, entry, translation, generation);
   }
-  uint8_t* MapMr(uint32_t device, uint32_t index, const MrEntry& entry, uint32_t key);
+  uint8_t* MapMr(uint32_t device, uint32_t index, const MrEntry& entry, uint64_t translation,
+                 uint64_t generation);
 
   // Registered-memory anchors (memory.cc).
   std::mutex anchors_mutex;
@@ -367,6 +387,9 @@ inline bool PushCqe(Ring& ring, const Cqe& cqe, CounterBlock& counters, bool sol
   return FinishPushCqe(pushed, ring, cqe, counters, solicited);
 }
 void FlushRecvQueue(SoftQp* qp);  // a QP entering ERR: flush completions for its RECVs
+// A QP entering RESET: its completions still in its CQs are never polled (as libmlx5's
+// mlx5_cq_clean). Receive completions taken from an SRQ stay, so their buffers come back.
+void PurgeCompletions(SoftQp* qp);
 // The QP's path MTU, and the shape key base of its WRITEs that depends on it.
 void SetPathMtu(SoftQp* qp, uint32_t path_mtu_bytes);
 inline model::Transport ModeledTransport(ibv_qp_type type) {

@@ -33,6 +33,20 @@ bool ValidAccess(unsigned access) {
          (!(access & (IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_ATOMIC)) || (access & IBV_ACCESS_LOCAL_WRITE));
 }
 
+// 0, or the errno that refuses `access`, with a warning that names `verb`: EOPNOTSUPP for
+// memory-window binding, which softnic does not implement (ibv_alloc_mw fails alike).
+int AccessError(unsigned access, const char* verb) {
+  if (access & IBV_ACCESS_MW_BIND) {
+    Warn("%s: access %#x has IBV_ACCESS_MW_BIND: softnic has no memory windows", verb, access);
+    return EOPNOTSUPP;
+  }
+  if (ValidAccess(access)) return 0;
+  Warn("%s: access %#x: valid are IBV_ACCESS_LOCAL_WRITE, _REMOTE_WRITE, _REMOTE_READ, _REMOTE_ATOMIC, "
+       "_RELAXED_ORDERING and _OPTIONAL_RANGE, remote write or atomic only with local write",
+       verb, access);
+  return EINVAL;
+}
+
 uintptr_t PageDown(uintptr_t address) { return address & ~(uintptr_t{kPageBytes} - 1); }
 uintptr_t PageUp(uintptr_t address) { return PageDown(address + kPageBytes - 1); }
 
@@ -136,8 +150,8 @@ int32_t ClaimMrIndex(DeviceEntry* device) {
 }
 
 ibv_mr* RegisterMr(ibv_pd* pd, void* addr, size_t length, uint64_t iova, unsigned access) {
-  if (!ValidAccess(access)) {
-    errno = EINVAL;
+  if (int err = AccessError(access, "ibv_reg_mr"); err != 0) {
+    errno = err;
     return nullptr;
   }
   if (addr == nullptr && length != 0) {
@@ -153,6 +167,7 @@ ibv_mr* RegisterMr(ibv_pd* pd, void* addr, size_t length, uint64_t iova, unsigne
     return nullptr;
   }
   MrEntry& entry = device->mrs[index];
+  uint64_t generation = BeginMrChange(entry);
   auto* mr = new SoftMr{};
   uintptr_t start = reinterpret_cast<uintptr_t>(addr);
   uintptr_t page_begin = PageDown(start);
@@ -160,6 +175,7 @@ ibv_mr* RegisterMr(ibv_pd* pd, void* addr, size_t length, uint64_t iova, unsigne
   if (!AnchorRange(runtime, page_begin, page_end, &entry, &mr->anchors)) {
     int err = errno;
     ReleaseAnchors(runtime, mr->anchors);
+    EndMrChange(entry);
     entry.key.store(0, std::memory_order_release);
     delete mr;
     errno = err;
@@ -173,6 +189,8 @@ ibv_mr* RegisterMr(ibv_pd* pd, void* addr, size_t length, uint64_t iova, unsigne
   entry.length = length;
   entry.page_base = page_begin;
   entry.va = start;
+  entry.translation_generation = generation;
+  EndMrChange(entry);
   uint32_t key;
   do {
     key = (runtime->RandomBits() << kMrIndexBits) | uint32_t(index);
@@ -277,31 +295,68 @@ ibv_mr* ibv_reg_mr_iova2(ibv_pd* pd, void* addr, size_t length, uint64_t iova, u
 int ibv_dereg_mr(ibv_mr* mr) {
   SoftMr* soft = ToSoft(mr);
   Runtime* runtime = Runtime::Get();
-  ToSoft(mr->context)->device->mrs[soft->index].key.store(0, std::memory_order_release);
+  ClearMrEntry(ToSoft(mr->context)->device->mrs[soft->index]);
   ReleaseAnchors(runtime, soft->anchors);
   delete soft;
   return 0;
 }
 
-// Only access and PD changes: moving a registration is dereg + reg for the caller.
-int ibv_rereg_mr(ibv_mr* mr, int flags, ibv_pd* pd, void*, size_t, int access) {
+// rdma-core's argument checks (libibverbs/verbs.c), then one change of the entry: every
+// translation of the region cached anywhere dies with it, before this returns. A new range
+// is anchored first, so that a failure leaves the registration as it was. The keys stay.
+int ibv_rereg_mr(ibv_mr* mr, int flags, ibv_pd* pd, void* addr, size_t length, int access) {
   SoftMr* soft = ToSoft(mr);
   MrEntry& entry = ToSoft(mr->context)->device->mrs[soft->index];
-  if ((flags & IBV_REREG_MR_CHANGE_TRANSLATION) || (flags & ~IBV_REREG_MR_FLAGS_SUPPORTED)) {
-    errno = EOPNOTSUPP;
+  bool translation = (flags & IBV_REREG_MR_CHANGE_TRANSLATION) != 0;
+  const char* invalid = nullptr;
+  if ((flags & ~IBV_REREG_MR_FLAGS_SUPPORTED) != 0) {
+    invalid = "flags has bits outside IBV_REREG_MR_CHANGE_TRANSLATION | _PD | _ACCESS";
+  } else if (translation && (addr == nullptr || length == 0)) {
+    invalid = "IBV_REREG_MR_CHANGE_TRANSLATION needs a non-null addr and a non-zero length";
+  } else if (access != 0 && !(flags & IBV_REREG_MR_CHANGE_ACCESS)) {
+    invalid = "access is non-zero without IBV_REREG_MR_CHANGE_ACCESS";
+  } else if ((flags & IBV_REREG_MR_CHANGE_PD) && (pd == nullptr || pd->context != mr->context)) {
+    invalid = "IBV_REREG_MR_CHANGE_PD needs a PD of the MR's own context";
+  }
+  if (invalid != nullptr) {
+    Warn("ibv_rereg_mr(flags %#x, access %#x): %s", unsigned(flags), unsigned(access), invalid);
+    errno = EINVAL;
     return IBV_REREG_MR_ERR_INPUT;
   }
-  if (flags & IBV_REREG_MR_CHANGE_ACCESS) {
-    if (!ValidAccess(unsigned(access))) {
-      errno = EINVAL;
-      return IBV_REREG_MR_ERR_INPUT;
-    }
-    entry.access = unsigned(access);
+  if (int err = (flags & IBV_REREG_MR_CHANGE_ACCESS) ? AccessError(unsigned(access), "ibv_rereg_mr") : 0) {
+    errno = err;
+    return IBV_REREG_MR_ERR_INPUT;
   }
-  if (flags & IBV_REREG_MR_CHANGE_PD) {
-    entry.pd_id = ToSoft(pd)->pd_id;
-    mr->pd = pd;
+  Runtime* runtime = Runtime::Get();
+  MrEntry staged;
+  std::vector<uintptr_t> held;
+  uintptr_t start = reinterpret_cast<uintptr_t>(addr);
+  if (translation && !AnchorRange(runtime, PageDown(start), PageUp(start + length), &staged, &held)) {
+    int err = errno;
+    ReleaseAnchors(runtime, held);
+    errno = err;
+    return IBV_REREG_MR_ERR_CMD;
   }
+  uint64_t generation = BeginMrChange(entry);
+  if (flags & IBV_REREG_MR_CHANGE_ACCESS) entry.access = unsigned(access);
+  if (flags & IBV_REREG_MR_CHANGE_PD) entry.pd_id = ToSoft(pd)->pd_id;
+  if (translation) {
+    entry.segment_count = staged.segment_count;
+    std::copy(staged.segments, staged.segments + staged.segment_count, entry.segments);
+    entry.addr = start;
+    entry.length = length;
+    entry.va = start;
+    entry.page_base = PageDown(start);
+    entry.translation_generation = generation;
+  }
+  EndMrChange(entry);
+  if (translation) {
+    ReleaseAnchors(runtime, soft->anchors);
+    soft->anchors = std::move(held);
+    mr->addr = addr;
+    mr->length = length;
+  }
+  if (flags & IBV_REREG_MR_CHANGE_PD) mr->pd = pd;
   return 0;
 }
 

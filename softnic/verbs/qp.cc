@@ -73,10 +73,14 @@ TypeIndex IndexOf(ibv_qp_type type) {
   return type == IBV_QPT_RC ? kRc : type == IBV_QPT_UC ? kUc : kUd;
 }
 
-// A QP's own receive ring, sized for max_wr WQEs of max_sge SGEs. False with errno.
-bool CreateRecvRing(Runtime* runtime, uint32_t max_wr, uint32_t max_sge, ObjectRef* object, Ring* ring) {
-  uint32_t capacity = RoundUpPowerOfTwo(std::max<uint32_t>(max_wr, 1));
-  return runtime->CreateRing(capacity, RecvWqeBytes(std::max<uint32_t>(max_sge, 1)), object, ring);
+// A QP's own receive ring for at least max_wr WQEs of max_sge SGEs; *max_wr becomes what it
+// holds (the ring is a power of two, and reported as such, as mlx5 and rxe report theirs).
+// A QP created without receive WRs keeps 0, and its post_recv fails. False with errno.
+bool CreateRecvRing(Runtime* runtime, uint32_t* max_wr, uint32_t max_sge, ObjectRef* object, Ring* ring) {
+  uint32_t capacity = RoundUpPowerOfTwo(std::max<uint32_t>(*max_wr, 1));
+  if (!runtime->CreateRing(capacity, RecvWqeBytes(std::max<uint32_t>(max_sge, 1)), object, ring)) return false;
+  if (*max_wr != 0) *max_wr = capacity;
+  return true;
 }
 
 int32_t ClaimQpIndex(DeviceEntry* device) {
@@ -98,8 +102,14 @@ bool ValidCaps(const FabricHeader& fabric, const ibv_qp_init_attr_ex& attr) {
 
 ibv_qp* CreateQpExOp(ibv_context* context, ibv_qp_init_attr_ex* attr) {
   Runtime* runtime = Runtime::Get();
-  const uint32_t known_mask = IBV_QP_INIT_ATTR_PD | IBV_QP_INIT_ATTR_SEND_OPS_FLAGS;
+  const uint32_t known_mask = IBV_QP_INIT_ATTR_PD | IBV_QP_INIT_ATTR_SEND_OPS_FLAGS | IBV_QP_INIT_ATTR_CREATE_FLAGS;
   if (attr->qp_type != IBV_QPT_RC && attr->qp_type != IBV_QPT_UC && attr->qp_type != IBV_QPT_UD) {
+    errno = EOPNOTSUPP;
+    return nullptr;
+  }
+  if ((attr->comp_mask & IBV_QP_INIT_ATTR_CREATE_FLAGS) && attr->create_flags != 0) {
+    Warn("ibv_create_qp_ex: create_flags %#x: softnic implements none of enum ibv_qp_create_flags (0 is valid)",
+         attr->create_flags);
     errno = EOPNOTSUPP;
     return nullptr;
   }
@@ -140,7 +150,7 @@ ibv_qp* CreateQpExOp(ibv_context* context, ibv_qp_init_attr_ex* attr) {
     entry.recv_sge_capacity = qp->srq->max_sge;
     entry.uses_srq = 1;
   } else {
-    if (!CreateRecvRing(runtime, qp->cap.max_recv_wr, qp->cap.max_recv_sge, &qp->recv_object,
+    if (!CreateRecvRing(runtime, &qp->cap.max_recv_wr, qp->cap.max_recv_sge, &qp->recv_object,
                         &qp->recv_ring)) {
       int err = errno;
       entry.qpn.store(0, std::memory_order_release);
@@ -157,6 +167,7 @@ ibv_qp* CreateQpExOp(ibv_context* context, ibv_qp_init_attr_ex* attr) {
   entry.owner_slot = runtime->self().slot;
   entry.owner_incarnation = runtime->self().incarnation;
   entry.pd_id = ToSoft(attr->pd)->pd_id;
+  entry.qp_access_flags.store(0, std::memory_order_relaxed);
   entry.qkey.store(0, std::memory_order_relaxed);
   entry.min_rnr_timer.store(0, std::memory_order_relaxed);
   entry.state.store(IBV_QPS_RESET, std::memory_order_relaxed);
@@ -186,6 +197,7 @@ ibv_qp* CreateQpExOp(ibv_context* context, ibv_qp_init_attr_ex* attr) {
   InstallQpExOps(qp);
   if (attr->comp_mask & IBV_QP_INIT_ATTR_SEND_OPS_FLAGS) qp->ex.comp_mask = 0;
   runtime->local_qps[qp->device_index][index] = qp;
+  attr->cap = qp->cap;  // what the QP holds, as providers report it
   return &base;
 }
 
@@ -226,7 +238,10 @@ void ApplyAttributes(SoftQp* qp, const ibv_qp_attr& attr, int mask) {
   ibv_qp_attr& mine = qp->attr;
   if (mask & IBV_QP_PKEY_INDEX) mine.pkey_index = attr.pkey_index;
   if (mask & IBV_QP_PORT) mine.port_num = attr.port_num;
-  if (mask & IBV_QP_ACCESS_FLAGS) mine.qp_access_flags = attr.qp_access_flags;
+  if (mask & IBV_QP_ACCESS_FLAGS) {
+    mine.qp_access_flags = attr.qp_access_flags;
+    qp->entry->qp_access_flags.store(attr.qp_access_flags, std::memory_order_release);
+  }
   if (mask & IBV_QP_QKEY) {
     mine.qkey = attr.qkey;
     qp->entry->qkey.store(attr.qkey, std::memory_order_relaxed);
@@ -267,6 +282,7 @@ void SetState(SoftQp* qp, ibv_qp_state state) {
 }
 
 void ResetQueues(SoftQp* qp) {
+  PurgeCompletions(qp);
   if (!qp->srq) {
     RecvWqe discarded;
     while (qp->recv_ring.TryPop(&discarded, sizeof(discarded))) {
@@ -297,7 +313,7 @@ ibv_qp* ibv_create_qp(ibv_pd* pd, ibv_qp_init_attr* attr) {
   ex.comp_mask = IBV_QP_INIT_ATTR_PD;
   ex.pd = pd;
   ibv_qp* qp = CreateQpExOp(pd->context, &ex);
-  if (qp != nullptr) attr->cap = ToSoft(qp)->cap;
+  if (qp != nullptr) attr->cap = ex.cap;
   return qp;
 }
 

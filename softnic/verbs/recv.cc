@@ -58,6 +58,10 @@ int PostRecvOp(ibv_qp* ibqp, ibv_recv_wr* wr, ibv_recv_wr** bad_wr) {
     for (; wr != nullptr; wr = wr->next) FlushRecvWr(qp, wr->wr_id);
     return 0;
   }
+  if (qp->cap.max_recv_wr == 0) {  // created without a receive queue
+    *bad_wr = wr;
+    return ENOMEM;
+  }
   return PostToRing(qp->recv_ring, std::max<uint32_t>(qp->cap.max_recv_sge, 1), wr, bad_wr);
 }
 

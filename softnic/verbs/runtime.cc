@@ -124,10 +124,11 @@ void* Runtime::MapRing(const ObjectRef& ref) {
   return map;
 }
 
-uint8_t* Runtime::MapMr(uint32_t device, uint32_t index, const MrEntry& entry, uint32_t key) {
+uint8_t* Runtime::MapMr(uint32_t device, uint32_t index, const MrEntry& entry, uint64_t translation,
+                        uint64_t generation) {
   std::lock_guard<std::mutex> lock(maps_mutex_);
   RemoteMrMapping& mapping = mr_maps_[device][index];
-  if (mapping.key.load(std::memory_order_relaxed) == key) return mapping.base;
+  if (mapping.translation.load(std::memory_order_relaxed) == translation) return mapping.base;
   uint8_t* base = nullptr;
   if (entry.owner_slot == self_.slot && entry.owner_incarnation == self_.incarnation) {
     base = reinterpret_cast<uint8_t*>(entry.page_base);
@@ -153,13 +154,20 @@ uint8_t* Runtime::MapMr(uint32_t device, uint32_t index, const MrEntry& entry, u
       }
       offset += segment.bytes;
     }
+    // Segments read while the owner changed the entry may name the wrong objects: such a
+    // mapping was never published, so it goes at once.
+    std::atomic_thread_fence(std::memory_order_acquire);
+    if (entry.generation.load(std::memory_order_relaxed) != generation) {
+      munmap(reserved, reserved_bytes);
+      return nullptr;
+    }
     base = first;
   }
   // A mapping replaced here (its MR was deregistered) stays mapped: another thread of
   // this process may still be copying through it.
-  mapping.key.store(0, std::memory_order_relaxed);
+  mapping.translation.store(0, std::memory_order_relaxed);
   mapping.base = base;
-  mapping.key.store(key, std::memory_order_release);
+  mapping.translation.store(translation, std::memory_order_release);
   return base;
 }
 

@@ -51,6 +51,18 @@ bool AllowedOpcode(ibv_qp_type type, ibv_wr_opcode opcode) {
   }
 }
 
+// The QP access flag (ibv_modify_qp) a responder needs for `opcode`; 0 for SENDs.
+uint32_t ResponderAccess(ibv_wr_opcode opcode) {
+  switch (opcode) {
+    case IBV_WR_RDMA_WRITE:
+    case IBV_WR_RDMA_WRITE_WITH_IMM: return IBV_ACCESS_REMOTE_WRITE;
+    case IBV_WR_RDMA_READ: return IBV_ACCESS_REMOTE_READ;
+    case IBV_WR_ATOMIC_CMP_AND_SWP:
+    case IBV_WR_ATOMIC_FETCH_AND_ADD: return IBV_ACCESS_REMOTE_ATOMIC;
+    default: return 0;
+  }
+}
+
 uint64_t TotalBytes(const WorkRequest& wr) {
   uint64_t total = 0;
   for (uint32_t i = 0; i < wr.num_sge; ++i) total += wr.sg_list[i].length;
@@ -61,20 +73,30 @@ uint64_t TotalBytes(const WorkRequest& wr) {
 
 // The one key check of the engine: the key is registered on `device`, carries
 // `needed_access`, belongs to `pd_id`. Local keys translate to the owner's own addresses
-// (a PD never spans processes, so a matching PD means the MR is ours).
+// (a PD never spans processes, so a matching PD means the MR is ours). The entry is read
+// between two loads of its generation (layout.h); a change under way refuses the key, as a
+// NIC may refuse an operation that races with a re-registration of its region.
 bool TranslateKey(Runtime* runtime, uint32_t device, uint32_t key, uint32_t needed_access,
                   uint32_t pd_id, bool local, KeyTranslation* out) {
   uint32_t index = key & (kMaxMrsPerDevice - 1);
   const MrEntry& mr = runtime->fabric()->devices[device].mrs[index];
-  if (mr.key.load(std::memory_order_acquire) != key) return false;
+  uint64_t generation = mr.generation.load(std::memory_order_acquire);
+  if ((generation & 1) != 0 || mr.key.load(std::memory_order_relaxed) != key) return false;
   if ((mr.access & needed_access) != needed_access || mr.pd_id != pd_id) return false;
-  uint8_t* base = local ? reinterpret_cast<uint8_t*>(mr.page_base) : runtime->MrBase(device, index, mr, key);
-  if (base == nullptr) return false;
-  out->key = key;
-  out->entry = &mr;
-  out->first = mr.addr;
-  out->length = mr.length;
-  out->bias = reinterpret_cast<uintptr_t>(base) + (mr.va - mr.page_base) - mr.addr;
+  KeyTranslation translation;
+  translation.key = key;
+  translation.entry = &mr;
+  translation.generation = generation;
+  translation.first = mr.addr;
+  translation.length = mr.length;
+  uint64_t va = mr.va;
+  uint64_t page_base = mr.page_base;
+  uint8_t* base = local ? reinterpret_cast<uint8_t*>(page_base)
+                        : runtime->MrBase(device, index, mr, mr.translation_generation, generation);
+  std::atomic_thread_fence(std::memory_order_acquire);
+  if (base == nullptr || mr.generation.load(std::memory_order_relaxed) != generation) return false;
+  translation.bias = reinterpret_cast<uintptr_t>(base) + (va - page_base) - translation.first;
+  *out = translation;
   return true;
 }
 
@@ -362,6 +384,13 @@ Outcome Execute(SoftQp* qp, const WorkRequest& wr) {
     if (!reliable && FaultDrops(local_device, remote_device)) return Lose(runtime, qp, kDroppedFault);
   }
 
+  // The responder's QP must enable the operation before any key is looked at (rxe's
+  // check_op_valid): RC NAKs it as an invalid request, UC drops it.
+  uint32_t needed = ResponderAccess(wr.opcode);
+  if (needed != 0 && (destination->entry->qp_access_flags.load(std::memory_order_acquire) & needed) == 0) {
+    Count(runtime->counters(qp->device_index), kRemoteAccessErrors);
+    return reliable ? Fail(IBV_WC_REM_INV_REQ_ERR) : Lose(runtime, qp, kDroppedAccess);
+  }
   switch (wr.opcode) {
     case IBV_WR_RDMA_READ: return ExecuteRead(runtime, qp, wr, *destination);
     case IBV_WR_ATOMIC_CMP_AND_SWP:

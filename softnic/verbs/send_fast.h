@@ -1,9 +1,9 @@
 // The fast path of the send engine: a single-SGE RDMA WRITE on a connected RC/UC QP whose
 // peer and keys were seen before. Latency is the time until the remote store, so the store
 // comes first, after the fewest checks that keep every rule of the slow path: the SQ has
-// room; the peer QP still has its number, is alive and ready; the rkey is still
-// registered, and the range lies inside the region (from a per-QP cache of the last
-// rkey's translation); the lkey likewise. Anything else, or any fault injection, takes
+// room; the peer QP still has its number, is alive and ready, and enables remote writes;
+// the rkey's region is unchanged since its translation was cached (one generation load,
+// engine.h), and the range lies inside it; the lkey likewise. Anything else, or any fault injection, takes
 // the general engine (send.cc), which produces the same result more slowly.
 //
 // Inline in its two callers (post_send and the ibv_wr_* batch), with the WR's fields as
@@ -51,6 +51,7 @@ uint8_t* TranslateIntoCache(Runtime* runtime, uint32_t device, uint32_t key, uin
   uint32_t state = entry.state.load(std::memory_order_acquire);
   if (entry.qpn.load(std::memory_order_acquire) != peer.qpn ||
       (state != IBV_QPS_RTS && state != IBV_QPS_RTR) ||
+      (entry.qp_access_flags.load(std::memory_order_acquire) & IBV_ACCESS_REMOTE_WRITE) == 0 ||
       !ProcessAlive(fabric, entry.owner_slot, entry.owner_incarnation)) {
     return FastResult::kSlowPath;
   }

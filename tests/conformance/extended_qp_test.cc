@@ -1,4 +1,5 @@
-// The extended QP API: ibv_create_qp_ex with IBV_QP_INIT_ATTR_SEND_OPS_FLAGS and the
+// The extended QP API: ibv_create_qp_ex with IBV_QP_INIT_ATTR_SEND_OPS_FLAGS (and
+// IBV_QP_INIT_ATTR_CREATE_FLAGS with no flag, which every kernel provider accepts) and the
 // ibv_wr_* builders (start, opcode, set_sge / set_inline_data / set_ud_addr, complete or abort).
 #include <arpa/inet.h>
 
@@ -173,6 +174,26 @@ TEST_P(ExtendedQp, SetSgeListGathers) {
   EXPECT_EQ(remote_buf_.data()[32], 0x02);
   EXPECT_EQ(remote_buf_.data()[63], 0x02);
   EXPECT_EQ(remote_buf_.data()[64], 0);
+}
+
+TEST_P(ExtendedQp, CreateFlagsMaskWithNoFlag) {
+  CqPtr cq(ibv_create_cq(local().ctx(), 16, nullptr, nullptr, 0));
+  ASSERT_TRUE(cq != nullptr) << strerror(errno);
+  ibv_qp_init_attr_ex init{};
+  init.qp_type = IBV_QPT_RC;
+  init.send_cq = cq.get();
+  init.recv_cq = cq.get();
+  init.cap.max_send_wr = 4;
+  init.cap.max_recv_wr = 4;
+  init.cap.max_send_sge = 1;
+  init.cap.max_recv_sge = 1;
+  init.comp_mask = IBV_QP_INIT_ATTR_PD | IBV_QP_INIT_ATTR_CREATE_FLAGS;
+  init.pd = local().pd();
+  init.create_flags = 0;
+  QpPtr qp(ibv_create_qp_ex(local().ctx(), &init));
+  ASSERT_TRUE(qp != nullptr) << "ibv_create_qp_ex with IBV_QP_INIT_ATTR_CREATE_FLAGS and create_flags 0: "
+                             << strerror(errno);
+  EXPECT_EQ(QueryState(qp.get()), IBV_QPS_RESET);
 }
 
 CONFORMANCE_INSTANTIATE(ExtendedQp);

@@ -172,6 +172,30 @@ TEST_P(QpStateMachine, ErrFlushesThenResetReconnects) {
   ConnectAndWrite();
 }
 
+// RESET discards the QP's completions still in its CQs (libmlx5 and libmlx4 purge them), so
+// the first completion after reconnecting is the new WR's, not a stale flush.
+TEST_P(QpStateMachine, ResetPurgesUnpolledCompletions) {
+  ConnectAndWrite();
+  ASSERT_EQ(PostRecv(pair_.a->qp(), {Sge(local_buf_, 1024, 64)}, 21), 0);
+  ibv_qp_attr attr{};
+  attr.qp_state = IBV_QPS_ERR;
+  ASSERT_EQ(Modify(attr, IBV_QP_STATE), 0);
+  ASSERT_EQ(PostSend(pair_.a->qp(), {.opcode = IBV_WR_RDMA_WRITE, .sges = {Sge(local_buf_, 0, 8)}, .wr_id = 22,
+                                     .remote_addr = remote_buf_.addr(), .rkey = remote_buf_.rkey()}),
+            0);
+  attr.qp_state = IBV_QPS_RESET;
+  ASSERT_EQ(Modify(attr, IBV_QP_STATE), 0);
+  ibv_qp_attr reset{};
+  reset.qp_state = IBV_QPS_RESET;
+  ASSERT_EQ(ibv_modify_qp(pair_.b->qp(), &reset, IBV_QP_STATE), 0);
+  ibv_wc stale{};
+  EXPECT_TRUE(StaysEmpty(pair_.a->recv_cq(), kQuietTimeMs, &stale))
+      << "a receive completion from before RESET: " << Describe(stale);
+  EXPECT_TRUE(StaysEmpty(pair_.a->send_cq(), kQuietTimeMs, &stale))
+      << "a send completion from before RESET: " << Describe(stale);
+  ConnectAndWrite();  // its WRITE's completion must be the first on the send CQ
+}
+
 TEST_P(QpStateMachine, QueryReportsConnectionAttributes) {
   ConnectAndWrite();
   ibv_qp_attr attr{};

@@ -26,6 +26,9 @@ TEST_P(QueryEx, DeviceExMatchesDevice) {
   EXPECT_EQ(ex.orig_attr.phys_port_cnt, attr.phys_port_cnt);
   EXPECT_STREQ(ex.orig_attr.fw_ver, attr.fw_ver);
   EXPECT_GE(attr.phys_port_cnt, 1);
+  EXPECT_EQ(ex.phys_port_cnt_ex, static_cast<uint32_t>(attr.phys_port_cnt)) << "phys_port_cnt_ex";
+  EXPECT_EQ(ex.orig_attr.vendor_id, attr.vendor_id);
+  EXPECT_NE(attr.vendor_id, 0u) << "every provider reports an IEEE vendor id (rxe 0xffffff, mlx5 0x2c9)";
 }
 
 TEST_P(QueryEx, GidExMatchesGid) {

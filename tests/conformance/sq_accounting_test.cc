@@ -1,6 +1,7 @@
 // Send-queue accounting as on hardware: an unsignaled WR's slot is freed only when a later
 // signaled WR completes, so a sender that never signals fills the SQ (ENOMEM), and one that
-// signals every N-th WR and polls never does.
+// signals every N-th WR and polls never does. A receive queue holds exactly the
+// max_recv_wr that ibv_create_qp and ibv_query_qp report (which may exceed the request).
 #include <cstring>
 
 #include "verbs_fixture.h"
@@ -10,6 +11,7 @@ namespace {
 
 constexpr uint32_t kSendQueueDepth = 32;
 constexpr int kSignaledPostsTotal = 20'000;
+constexpr uint32_t kOddRecvDepth = 5;  // not a power of two: a provider may round it up
 
 class SendQueueAccounting : public VerbsTest {
  protected:
@@ -90,6 +92,22 @@ TEST_P(SendQueueAccounting, EmptyListPostsNothing) {
   EXPECT_TRUE(StaysEmpty(pair_.a->send_cq(), std::chrono::milliseconds(20))) << "an empty post completed something";
   EXPECT_EQ(PostWrite(IBV_SEND_SIGNALED, 1), 0) << "the QP is unusable after an empty post";
   ASSERT_NO_FATAL_FAILURE(ExpectCompletion(pair_.a->send_cq(), IBV_WC_SUCCESS));
+}
+
+TEST_P(SendQueueAccounting, RecvQueueHoldsWhatItReports) {
+  std::unique_ptr<Endpoint> ep;
+  CONFORMANCE_SETUP(MakeEndpoint(&ep, local(), {.type = IBV_QPT_RC, .recv_wr = kOddRecvDepth}));
+  ASSERT_EQ(ModifyToInit(*ep, {}), 0);
+  ibv_qp_attr attr{};
+  ibv_qp_init_attr init{};
+  ASSERT_EQ(ibv_query_qp(ep->qp(), &attr, IBV_QP_CAP, &init), 0);
+  const uint32_t reported = init.cap.max_recv_wr;
+  EXPECT_GE(reported, kOddRecvDepth);
+  EXPECT_EQ(ep->cap().max_recv_wr, reported) << "ibv_create_qp and ibv_query_qp report different max_recv_wr";
+  for (uint32_t i = 0; i < reported; ++i)
+    ASSERT_EQ(PostRecv(ep->qp(), {Sge(src_, 0, 8)}, i), 0) << "RECV " << i << " of the " << reported << " reported";
+  EXPECT_EQ(PostRecv(ep->qp(), {Sge(src_, 0, 8)}, reported), ENOMEM)
+      << "the receive queue holds more than the " << reported << " WRs it reports";
 }
 
 CONFORMANCE_INSTANTIATE(SendQueueAccounting);

@@ -158,6 +158,8 @@ CASES = [
     _pt("ib_send_bw", "-c", "UC"),
     _pt("ib_send_bw", "-c", "UD"),
     _pt("ib_send_lat", "-c", "UD"),
+    # Sleeps on completion channels: one event per completion, or it loses step (issue 14, item 9).
+    _pt("ib_send_lat", "-e", "-n", "20000"),
     _pt("ib_write_bw", "-q", "4"),
     _pt("ib_write_bw", "-a", "-n", "100", rows=23),  # sizes 2 .. 2^23
 ]

@@ -1,22 +1,33 @@
 // Randomized remote-access safety test, for any provider.
 //
-// A target process registers regions fenced by PROT_NONE guard pages, with random offsets,
-// lengths and access flags, plus one deregistered key. A requester process issues
-// SAFETY_OPS (default 1,000,000) random RDMA WRITE / READ / FETCH_ADD / CMP_SWAP with
-// random keys, addresses and lengths. Every completion must carry exactly the status the
-// rules predict (success, or IBV_WC_REM_ACCESS_ERR / IBV_WC_REM_INV_REQ_ERR), successful
-// READs and atomics must return what a shadow copy predicts, and at the end the target
-// checks that no byte outside a region changed. A stray access past a region faults on a
-// guard page and fails the test.
+// A target process registers regions inside buffers fenced by PROT_NONE guard pages, with
+// random offsets, lengths and access flags, plus one deregistered key. A requester process
+// issues SAFETY_OPS (default 1,000,000) random RDMA WRITE / READ / FETCH_ADD / CMP_SWAP with
+// random keys, addresses and lengths. Every so often it also has the target change what
+// those operations meet: the target QP's qp_access_flags (ibv_modify_qp), a region's access
+// flags, PD or range (ibv_rereg_mr), or a region deregistered and registered again with a
+// new key. Most changes complete before the next operation; some race with the operations
+// that follow them, which may then see the old state or the new one (or, while a region is
+// between dereg and reg, no region at all).
+//
+// Every completion must carry exactly the status the rules predict for a state it may have
+// met (success, IBV_WC_REM_ACCESS_ERR, or IBV_WC_REM_INV_REQ_ERR for a misaligned atomic or
+// a target QP that does not enable the operation). A shadow copy of every buffer predicts
+// what successful READs and atomics return; bytes a racing operation may have written are
+// "uncertain" until an ordinary operation writes them again. At the end the target sends its
+// buffers back, and every certain byte, inside regions or not, must equal the shadow. A stray
+// access past a buffer faults on a guard page and fails the test.
 #include <infiniband/verbs.h>
 #include <sys/mman.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <iterator>
 #include <random>
 #include <vector>
 
@@ -24,16 +35,38 @@ namespace {
 
 constexpr size_t kPageBytes = 4096;
 constexpr int kRegions = 8;
-constexpr size_t kRegionPages = 4;
+constexpr size_t kBufferPages = 4;
+constexpr size_t kBufferBytes = kBufferPages * kPageBytes;
 constexpr uint8_t kCanary = 0xa5;
 constexpr uint32_t kMaxOpBytes = 2 * kPageBytes;
 constexpr auto kPollDeadline = std::chrono::seconds(10);
+constexpr uint32_t kOpsPerChange = 200;  // on average
+constexpr uint32_t kRacePercent = 30;    // changes that race with the operations after them
+constexpr uint32_t kMaxRacingOps = 6;
+constexpr uint32_t kMaxDeadKeys = 64;
+
+constexpr uint32_t kRemoteAll = IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_ATOMIC;
+constexpr uint32_t kRegionAccess[] = {
+    IBV_ACCESS_LOCAL_WRITE | kRemoteAll,
+    IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE,
+    IBV_ACCESS_REMOTE_READ,
+    IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_ATOMIC,
+    IBV_ACCESS_LOCAL_WRITE};
+// Mostly everything, so that the regions' own checks stay in play.
+constexpr uint32_t kQpAccess[] = {kRemoteAll, kRemoteAll, kRemoteAll, kRemoteAll, kRemoteAll, kRemoteAll,
+                                  kRemoteAll, kRemoteAll, kRemoteAll, kRemoteAll, kRemoteAll, kRemoteAll,
+                                  IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ,
+                                  IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_ATOMIC,
+                                  IBV_ACCESS_REMOTE_WRITE,
+                                  0};
 
 struct RegionInfo {
   uint64_t addr;
   uint64_t length;
   uint32_t rkey;
   uint32_t access;
+  uint32_t in_qp_pd;  // 0 after a rereg moved it to the target's other PD
+  uint32_t pad;
 };
 
 struct Endpoint {
@@ -44,9 +77,26 @@ struct Endpoint {
 
 struct TargetInfo {
   Endpoint endpoint;
+  uint64_t buffers[kRegions];  // address of each fenced buffer
   RegionInfo regions[kRegions];
   uint32_t dead_rkey;
+  uint32_t qp_access;
   uint64_t seed;
+};
+
+enum class ChangeKind : uint32_t { kQpAccess, kReregAccess, kReregPd, kReregRange, kReregister, kCount, kDone };
+
+struct Change {
+  ChangeKind kind;
+  uint32_t region;
+  uint32_t access;
+  uint32_t offset;  // kReregRange, kReregister: the new range inside the region's buffer
+  uint32_t length;
+};
+
+struct ChangeReply {
+  RegionInfo region;  // after the change (unchanged for kQpAccess or an unsupported change)
+  int32_t error;      // 0, or the errno of a refused change
 };
 
 [[noreturn]] void Die(const char* what) {
@@ -55,7 +105,12 @@ struct TargetInfo {
 }
 
 void WriteAll(int fd, const void* data, size_t bytes) {
-  if (write(fd, data, bytes) != ssize_t(bytes)) Die("pipe write");
+  size_t done = 0;
+  while (done < bytes) {
+    ssize_t n = write(fd, static_cast<const char*>(data) + done, bytes - done);
+    if (n <= 0) Die("pipe write");
+    done += size_t(n);
+  }
 }
 void ReadAll(int fd, void* data, size_t bytes) {
   size_t done = 0;
@@ -106,14 +161,14 @@ Verbs Open(int device_index) {
   return v;
 }
 
-void Connect(Verbs& v, const Endpoint& peer) {
+void Connect(Verbs& v, const Endpoint& peer, uint32_t qp_access) {
   ibv_qp_attr attr{};
   attr.qp_state = IBV_QPS_RESET;
   if (ibv_modify_qp(v.qp, &attr, IBV_QP_STATE)) Die("to RESET");
   attr = {};
   attr.qp_state = IBV_QPS_INIT;
   attr.port_num = 1;
-  attr.qp_access_flags = IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_ATOMIC;
+  attr.qp_access_flags = qp_access;
   if (ibv_modify_qp(v.qp, &attr, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS)) {
     Die("to INIT");
   }
@@ -150,104 +205,205 @@ uint8_t InitialByte(uint64_t seed, int region, uint64_t offset) {
   return uint8_t((seed >> (offset % 7)) ^ (uint64_t(region) * 131) ^ (offset * 2654435761u));
 }
 
-// The target: fenced regions, then wait for the requester, then check the fences.
+// ---- target ------------------------------------------------------------------------
+
+struct Target {
+  Verbs v;
+  ibv_pd* other_pd = nullptr;
+  uint8_t* buffers[kRegions] = {};
+  ibv_mr* mrs[kRegions] = {};
+  RegionInfo regions[kRegions] = {};
+};
+
+RegionInfo Describe(const ibv_mr* mr, uint32_t access, bool in_qp_pd) {
+  return RegionInfo{uint64_t(uintptr_t(mr->addr)), mr->length, mr->rkey, access, in_qp_pd ? 1u : 0u, 0};
+}
+
+ChangeReply Apply(Target& t, const Change& change) {
+  ChangeReply reply{};
+  RegionInfo& region = t.regions[change.region % kRegions];
+  ibv_mr*& mr = t.mrs[change.region % kRegions];
+  uint8_t* buffer = t.buffers[change.region % kRegions];
+  errno = 0;
+  switch (change.kind) {
+    case ChangeKind::kQpAccess: {
+      ibv_qp_attr attr{};
+      attr.qp_access_flags = change.access;
+      if (ibv_modify_qp(t.v.qp, &attr, IBV_QP_ACCESS_FLAGS)) Die("ibv_modify_qp(IBV_QP_ACCESS_FLAGS) in RTS");
+      break;
+    }
+    case ChangeKind::kReregAccess:
+      if (ibv_rereg_mr(mr, IBV_REREG_MR_CHANGE_ACCESS, nullptr, nullptr, 0, int(change.access)) != 0) {
+        reply.error = errno;
+      } else {
+        region.access = change.access;
+      }
+      break;
+    case ChangeKind::kReregPd: {
+      ibv_pd* pd = region.in_qp_pd ? t.other_pd : t.v.pd;
+      if (ibv_rereg_mr(mr, IBV_REREG_MR_CHANGE_PD, pd, nullptr, 0, 0) != 0) {
+        reply.error = errno;
+      } else {
+        region.in_qp_pd ^= 1;
+      }
+      break;
+    }
+    case ChangeKind::kReregRange:
+      if (ibv_rereg_mr(mr, IBV_REREG_MR_CHANGE_TRANSLATION, nullptr, buffer + change.offset, change.length, 0) != 0) {
+        reply.error = errno;
+      } else {
+        region = Describe(mr, region.access, region.in_qp_pd);
+      }
+      break;
+    case ChangeKind::kReregister:
+      if (ibv_dereg_mr(mr)) Die("ibv_dereg_mr");
+      mr = ibv_reg_mr(t.v.pd, buffer + change.offset, change.length, int(change.access));
+      if (!mr) Die("ibv_reg_mr (again)");
+      region = Describe(mr, change.access, true);
+      break;
+    default: Die("unknown change");
+  }
+  reply.region = region;
+  return reply;
+}
+
 int RunTarget(int to_requester, int from_requester) {
-  Verbs v = Open(1);
+  Target t;
+  t.v = Open(1);
+  t.other_pd = ibv_alloc_pd(t.v.context);
+  if (!t.other_pd) Die("ibv_alloc_pd (other)");
   std::mt19937_64 random(std::random_device{}());
   TargetInfo info{};
   info.seed = random();
-  std::vector<uint8_t*> pages(kRegions);
-  const uint32_t access_choices[] = {
-      IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_ATOMIC,
-      IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE,
-      IBV_ACCESS_REMOTE_READ,
-      IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_ATOMIC,
-      IBV_ACCESS_LOCAL_WRITE};
   for (int r = 0; r < kRegions; ++r) {
-    size_t total = (kRegionPages + 2) * kPageBytes;
+    size_t total = kBufferBytes + 2 * kPageBytes;
     auto* base = static_cast<uint8_t*>(mmap(nullptr, total, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0));
     if (base == MAP_FAILED) Die("mmap");
-    pages[r] = base + kPageBytes;
-    if (mprotect(pages[r], kRegionPages * kPageBytes, PROT_READ | PROT_WRITE)) Die("mprotect");
-    std::memset(pages[r], kCanary, kRegionPages * kPageBytes);
+    t.buffers[r] = base + kPageBytes;
+    if (mprotect(t.buffers[r], kBufferBytes, PROT_READ | PROT_WRITE)) Die("mprotect");
+    std::memset(t.buffers[r], kCanary, kBufferBytes);
     uint64_t offset = random() % kPageBytes;
-    uint64_t length = 8 + random() % (kRegionPages * kPageBytes - offset - 8);
-    for (uint64_t i = 0; i < length; ++i) pages[r][offset + i] = InitialByte(info.seed, r, i);
-    uint32_t access = access_choices[random() % (sizeof(access_choices) / sizeof(access_choices[0]))];
-    ibv_mr* mr = ibv_reg_mr(v.pd, pages[r] + offset, length, int(access));
-    if (!mr) Die("ibv_reg_mr");
-    info.regions[r] = RegionInfo{uint64_t(uintptr_t(pages[r] + offset)), length, mr->rkey, access};
+    uint64_t length = 8 + random() % (kBufferBytes - offset - 8);
+    for (uint64_t i = 0; i < length; ++i) t.buffers[r][offset + i] = InitialByte(info.seed, r, offset + i);
+    uint32_t access = kRegionAccess[random() % std::size(kRegionAccess)];
+    t.mrs[r] = ibv_reg_mr(t.v.pd, t.buffers[r] + offset, length, int(access));
+    if (!t.mrs[r]) Die("ibv_reg_mr");
+    t.regions[r] = Describe(t.mrs[r], access, true);
+    info.buffers[r] = uint64_t(uintptr_t(t.buffers[r]));
+    info.regions[r] = t.regions[r];
   }
-  ibv_mr* dead = ibv_reg_mr(v.pd, pages[0], 64, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE |
-                                                    IBV_ACCESS_REMOTE_READ);
+  ibv_mr* dead = ibv_reg_mr(t.v.pd, t.buffers[0], 64, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE |
+                                                         IBV_ACCESS_REMOTE_READ);
   if (!dead) Die("ibv_reg_mr (to deregister)");
   info.dead_rkey = dead->rkey;
   ibv_dereg_mr(dead);
-  info.endpoint = v.self;
+  info.qp_access = kRemoteAll;
+  info.endpoint = t.v.self;
   WriteAll(to_requester, &info, sizeof(info));
   Endpoint peer;
   ReadAll(from_requester, &peer, sizeof(peer));
-  Connect(v, peer);
+  Connect(t.v, peer, info.qp_access);
   char ready = 'r';
   WriteAll(to_requester, &ready, 1);
-  char done;
-  ReadAll(from_requester, &done, 1);
-  int damaged = 0;
-  for (int r = 0; r < kRegions; ++r) {
-    uint64_t begin = info.regions[r].addr - uintptr_t(pages[r]);
-    uint64_t end = begin + info.regions[r].length;
-    for (uint64_t i = 0; i < kRegionPages * kPageBytes; ++i) {
-      if ((i < begin || i >= end) && pages[r][i] != kCanary) ++damaged;
-    }
+  for (;;) {
+    Change change;
+    ReadAll(from_requester, &change, sizeof(change));
+    if (change.kind == ChangeKind::kDone) break;
+    ChangeReply reply = Apply(t, change);
+    WriteAll(to_requester, &reply, sizeof(reply));
   }
-  if (damaged != 0) std::fprintf(stderr, "safety: %d bytes outside regions were modified\n", damaged);
-  return damaged == 0 ? 0 : 1;
+  for (int r = 0; r < kRegions; ++r) WriteAll(to_requester, t.buffers[r], kBufferBytes);
+  return 0;
 }
 
-struct Expectation {
-  ibv_wc_status status;
+// ---- requester ---------------------------------------------------------------------
+
+// What the requester knows of the target: its regions and QP access flags.
+struct TargetState {
+  RegionInfo regions[kRegions];
+  uint32_t qp_access;
 };
 
-int RunRequester(int from_target, int to_target, long operations) {
-  TargetInfo info;
-  ReadAll(from_target, &info, sizeof(info));
-  Verbs v = Open(0);
-  WriteAll(to_target, &v.self, sizeof(v.self));
-  char ready;
-  ReadAll(from_target, &ready, 1);
-  Connect(v, info.endpoint);
-  std::vector<uint8_t> local(kMaxOpBytes + 64);
-  ibv_mr* local_mr = ibv_reg_mr(v.pd, local.data(), local.size(), IBV_ACCESS_LOCAL_WRITE);
-  if (!local_mr) Die("local ibv_reg_mr");
-  std::vector<std::vector<uint8_t>> shadow(kRegions);
-  for (int r = 0; r < kRegions; ++r) {
-    shadow[r].resize(info.regions[r].length);
-    for (uint64_t i = 0; i < info.regions[r].length; ++i) shadow[r][i] = InitialByte(info.seed, r, i);
+struct Op {
+  int kind;  // 0 write, 1 read, 2 fetch-add, 3 compare-swap
+  uint32_t key;
+  uint64_t address;
+  uint64_t length;
+};
+
+uint32_t NeededAccess(int kind) {
+  return kind == 0 ? IBV_ACCESS_REMOTE_WRITE : kind == 1 ? IBV_ACCESS_REMOTE_READ : IBV_ACCESS_REMOTE_ATOMIC;
+}
+
+// The region whose current key is `key`, or -1.
+int RegionOfKey(const TargetState& state, uint32_t key) {
+  for (int r = 0; r < kRegions; ++r)
+    if (state.regions[r].rkey == key) return r;
+  return -1;
+}
+
+// The statuses an op may complete with in `state`, as a bit set over ibv_wc_status.
+uint32_t Allowed(const TargetState& state, const Op& op, int* region_out) {
+  bool atomic = op.kind >= 2;
+  uint32_t needed = NeededAccess(op.kind);
+  int r = RegionOfKey(state, op.key);
+  *region_out = -1;
+  if ((state.qp_access & needed) == 0) return 1u << IBV_WC_REM_INV_REQ_ERR;
+  bool key_valid = r >= 0 && state.regions[r].in_qp_pd && (state.regions[r].access & needed) == needed;
+  const RegionInfo& keyed = r >= 0 ? state.regions[r] : state.regions[0];
+  bool in_range = key_valid && op.address >= keyed.addr && op.length <= keyed.length &&
+                  op.address - keyed.addr <= keyed.length - op.length;
+  bool aligned = (op.address & 7) == 0;
+  if (key_valid && in_range && (!atomic || aligned)) {
+    *region_out = r;
+    return 1u << IBV_WC_SUCCESS;
   }
-  std::mt19937_64 random(info.seed ^ 0x5eed);
+  if (atomic && !aligned) {
+    // A misaligned atomic that would otherwise pass is an invalid request; one that also
+    // fails the key or range checks may be reported either way by a provider.
+    return key_valid && in_range ? 1u << IBV_WC_REM_INV_REQ_ERR
+                                 : (1u << IBV_WC_REM_INV_REQ_ERR) | (1u << IBV_WC_REM_ACCESS_ERR);
+  }
+  return 1u << IBV_WC_REM_ACCESS_ERR;
+}
+
+struct Requester {
+  Verbs v;
+  TargetInfo info{};
+  TargetState state{};
+  std::vector<uint32_t> dead_keys;
+  std::vector<std::vector<uint8_t>> shadow;     // per buffer
+  std::vector<std::vector<uint8_t>> uncertain;  // per buffer: 1 where a racing op may have written
+  std::vector<uint8_t> local;
+  ibv_mr* local_mr = nullptr;
+  std::mt19937_64 random;
+  int to_target = -1, from_target = -1;
+  bool range_change_supported = true;
+  bool rereg_supported = true;
   long counts[3] = {0, 0, 0};  // success, access errors, invalid-request errors
-  for (long op = 0; op < operations; ++op) {
+  long changes[size_t(ChangeKind::kCount)] = {};
+  long racing_ops = 0;
+
+  // Which buffer (and offset) an address of region r's key lands in.
+  size_t BufferOffset(int region, uint64_t address) const { return address - info.buffers[region]; }
+
+  Op RandomOp() {
+    Op op{};
     int r = int(random() % kRegions);
-    const RegionInfo& region = info.regions[r];
-    int kind = int(random() % 4);  // write, read, fetch-add, compare-swap
-    bool atomic = kind >= 2;
-    uint32_t key;
+    const RegionInfo& region = state.regions[r];
+    op.kind = int(random() % 4);
     uint32_t pick = random() % 100;
-    int key_region = r;
     if (pick < 80) {
-      key = region.rkey;
+      op.key = region.rkey;
     } else if (pick < 88) {
-      key = uint32_t(random());
-      key_region = -1;
+      op.key = uint32_t(random());
     } else if (pick < 94) {
-      key = info.dead_rkey;
-      key_region = -1;
+      op.key = dead_keys[random() % dead_keys.size()];
     } else {
-      key_region = int(random() % kRegions);
-      key = info.regions[key_region].rkey;
+      op.key = state.regions[random() % kRegions].rkey;
     }
-    const RegionInfo& keyed = key_region >= 0 ? info.regions[key_region] : region;
-    uint64_t length = atomic ? 8 : 1 + random() % kMaxOpBytes;
+    bool atomic = op.kind >= 2;
+    op.length = atomic ? 8 : 1 + random() % kMaxOpBytes;
     int64_t offset;
     if (random() % 10 < 7) {
       offset = int64_t(random() % std::max<uint64_t>(region.length, 1));
@@ -255,40 +411,88 @@ int RunRequester(int from_target, int to_target, long operations) {
       offset = int64_t(random() % (3 * kPageBytes)) - int64_t(kPageBytes) +
                (random() % 2 ? int64_t(region.length) : 0);
     }
-    uint64_t address = region.addr + uint64_t(offset);
-    if (atomic && random() % 10 < 9) address &= ~uint64_t{7};
-    uint32_t needed = kind == 0 ? IBV_ACCESS_REMOTE_WRITE
-                                : kind == 1 ? IBV_ACCESS_REMOTE_READ : IBV_ACCESS_REMOTE_ATOMIC;
-    bool key_valid = key_region >= 0 && (keyed.access & needed) == needed;
-    bool in_range = key_region >= 0 && address >= keyed.addr && length <= keyed.length &&
-                    address - keyed.addr <= keyed.length - length;
-    bool aligned = (address & 7) == 0;
-    bool expect_ok = key_valid && in_range && (!atomic || aligned);
-    // A misaligned atomic that would otherwise pass is an invalid request; one that also
-    // fails the key or range checks may be reported either way by a provider.
-    bool either_error = atomic && !aligned && !(key_valid && in_range);
-    ibv_wc_status expected = expect_ok ? IBV_WC_SUCCESS
-                             : (atomic && !aligned) ? IBV_WC_REM_INV_REQ_ERR : IBV_WC_REM_ACCESS_ERR;
+    op.address = region.addr + uint64_t(offset);
+    if (atomic && random() % 10 < 9) op.address &= ~uint64_t{7};
+    return op;
+  }
 
-    for (uint64_t i = 0; i < length && kind == 0; ++i) local[i] = uint8_t(random());
-    ibv_sge sge{uintptr_t(local.data()), uint32_t(length), local_mr->lkey};
+  Change RandomChange() {
+    Change change{};
+    change.region = uint32_t(random() % kRegions);
+    uint32_t pick = random() % 100;
+    if (pick < 25 || !rereg_supported) {
+      change.kind = ChangeKind::kQpAccess;
+      change.access = kQpAccess[random() % std::size(kQpAccess)];
+    } else if (pick < 45) {
+      change.kind = ChangeKind::kReregAccess;
+      change.access = kRegionAccess[random() % std::size(kRegionAccess)];
+    } else if (pick < 60) {
+      change.kind = ChangeKind::kReregPd;
+      // Mostly back to the QP's PD, so that most regions stay reachable.
+      if (random() % 10 < 7) {
+        for (uint32_t r = 0; r < kRegions; ++r) {
+          if (!state.regions[r].in_qp_pd) change.region = r;
+        }
+      }
+    } else if (pick < 75 && range_change_supported) {
+      change.kind = ChangeKind::kReregRange;
+    } else {
+      change.kind = ChangeKind::kReregister;
+      change.access = kRegionAccess[random() % std::size(kRegionAccess)];
+    }
+    change.offset = uint32_t(random() % kPageBytes);
+    change.length = uint32_t(8 + random() % (kBufferBytes - change.offset - 8));
+    return change;
+  }
+
+  // The target's state once `change` (answered by `reply`) has taken effect.
+  TargetState After(const Change& change, const ChangeReply& reply) const {
+    TargetState next = state;
+    if (change.kind == ChangeKind::kQpAccess) {
+      next.qp_access = change.access;
+    } else {
+      next.regions[change.region] = reply.region;
+    }
+    return next;
+  }
+
+  // Posts `op`, waits for its completion, and checks it against the states it may meet.
+  // False (after a message) when the completion breaks the rules.
+  bool Run(long index, const Op& op, const TargetState* states, int state_count, bool racing) {
+    bool atomic = op.kind >= 2;
+    uint32_t allowed = 0;
+    int regions[3] = {-1, -1, -1};
+    for (int s = 0; s < state_count; ++s) allowed |= Allowed(states[s], op, &regions[s]);
+    int success_region = -1;
+    for (int s = 0; s < state_count; ++s)
+      if (regions[s] >= 0) success_region = regions[s];
+    // The data of a successful op: one buffer whichever state it met (a region's key, and
+    // so its buffer, is the same in every state it may meet).
+    size_t buffer = success_region >= 0 ? size_t(success_region) : 0;
+    size_t at = success_region >= 0 ? BufferOffset(success_region, op.address) : 0;
+    bool certain = !racing;
+    for (uint64_t i = 0; success_region >= 0 && i < (atomic ? 8 : op.length); ++i)
+      certain = certain && !uncertain[buffer][at + i];
+
+    for (uint64_t i = 0; i < op.length && op.kind == 0; ++i) local[i] = uint8_t(random());
+    ibv_sge sge{uintptr_t(local.data()), uint32_t(op.length), local_mr->lkey};
     ibv_send_wr wr{}, *bad = nullptr;
-    wr.wr_id = uint64_t(op);
+    wr.wr_id = uint64_t(index);
     wr.sg_list = &sge;
     wr.num_sge = 1;
     wr.send_flags = IBV_SEND_SIGNALED;
     uint64_t add = random() % 1000, compare = 0, swap = random();
-    if (kind == 0 || kind == 1) {
-      wr.opcode = kind == 0 ? IBV_WR_RDMA_WRITE : IBV_WR_RDMA_READ;
-      wr.wr.rdma.remote_addr = address;
-      wr.wr.rdma.rkey = key;
+    if (op.kind <= 1) {
+      wr.opcode = op.kind == 0 ? IBV_WR_RDMA_WRITE : IBV_WR_RDMA_READ;
+      wr.wr.rdma.remote_addr = op.address;
+      wr.wr.rdma.rkey = op.key;
     } else {
-      wr.opcode = kind == 2 ? IBV_WR_ATOMIC_FETCH_AND_ADD : IBV_WR_ATOMIC_CMP_AND_SWP;
-      wr.wr.atomic.remote_addr = address;
-      wr.wr.atomic.rkey = key;
-      if (expect_ok) std::memcpy(&compare, &shadow[key_region][address - keyed.addr], 8);
+      wr.opcode = op.kind == 2 ? IBV_WR_ATOMIC_FETCH_AND_ADD : IBV_WR_ATOMIC_CMP_AND_SWP;
+      wr.wr.atomic.remote_addr = op.address;
+      wr.wr.atomic.rkey = op.key;
+      if (success_region >= 0) std::memcpy(&compare, &shadow[buffer][at], 8);
       if (random() % 2) compare ^= 1;  // half the swaps must not happen
-      wr.wr.atomic.compare_add = kind == 2 ? add : compare;
+      wr.wr.atomic.compare_add = op.kind == 2 ? add : compare;
       wr.wr.atomic.swap = swap;
     }
     if (ibv_post_send(v.qp, &wr, &bad)) Die("ibv_post_send");
@@ -299,39 +503,168 @@ int RunRequester(int from_target, int to_target, long operations) {
       if (std::chrono::steady_clock::now() > deadline) Die("no completion within 10 s");
     }
     if (polled < 0) Die("ibv_poll_cq");
-    bool status_ok = wc.status == expected ||
-                     (either_error && (wc.status == IBV_WC_REM_ACCESS_ERR || wc.status == IBV_WC_REM_INV_REQ_ERR));
-    if (!status_ok) {
+    if (wc.status >= 32 || (allowed & (1u << wc.status)) == 0) {
       std::fprintf(stderr,
-                   "safety: op %ld kind %d key %#x (region %d access %#x) addr %#lx len %lu: "
-                   "status %s, expected %s\n",
-                   op, kind, key, key_region, keyed.access, (unsigned long)address,
-                   (unsigned long)length, ibv_wc_status_str(wc.status), ibv_wc_status_str(expected));
-      return 1;
+                   "safety: op %ld kind %d key %#x addr %#lx len %lu%s (target QP access %#x): status %s; allowed:",
+                   index, op.kind, op.key, (unsigned long)op.address, (unsigned long)op.length,
+                   racing ? " racing a change" : "", states[0].qp_access, ibv_wc_status_str(wc.status));
+      for (uint32_t s = 0; s < 32; ++s)
+        if (allowed & (1u << s)) std::fprintf(stderr, " %s", ibv_wc_status_str(ibv_wc_status(s)));
+      std::fprintf(stderr, "\n");
+      return false;
     }
-    if (wc.status == IBV_WC_SUCCESS) {
-      ++counts[0];
-      uint8_t* mirror = &shadow[key_region][address - keyed.addr];
-      if (kind == 0) {
-        std::memcpy(mirror, local.data(), length);
-      } else if (std::memcmp(local.data(), mirror, atomic ? 8 : length) != 0) {
-        std::fprintf(stderr, "safety: op %ld kind %d returned data differing from the shadow copy\n", op, kind);
-        return 1;
-      }
-      uint64_t old_value;
-      std::memcpy(&old_value, mirror, 8);
-      if (kind == 2) old_value += add;
-      if (kind == 3 && old_value == compare) old_value = swap;
-      if (atomic) std::memcpy(mirror, &old_value, 8);
-    } else {
+    if (wc.status != IBV_WC_SUCCESS) {
       ++counts[wc.status == IBV_WC_REM_ACCESS_ERR ? 1 : 2];
-      Connect(v, info.endpoint);  // the error moved the QP to ERR
+      Connect(v, info.endpoint, kRemoteAll);  // the error moved the QP to ERR
+      return true;
     }
+    ++counts[0];
+    uint8_t* mirror = &shadow[buffer][at];
+    uint8_t* unsure = &uncertain[buffer][at];
+    if (op.kind == 0) {
+      std::memcpy(mirror, local.data(), op.length);
+      // A racing WRITE may have gone to pages a re-registration had already copied.
+      std::memset(unsure, racing ? 1 : 0, op.length);
+      return true;
+    }
+    if (op.kind == 1) {
+      for (uint64_t i = 0; i < op.length; ++i) {
+        if (!unsure[i] && local[i] != mirror[i]) {
+          std::fprintf(stderr, "safety: op %ld READ byte %lu differs from the shadow copy\n", index, (unsigned long)i);
+          return false;
+        }
+      }
+      return true;
+    }
+    if (!certain) {
+      std::memset(unsure, 1, 8);  // the old value, and so the new one, is unknown
+      return true;
+    }
+    if (std::memcmp(local.data(), mirror, 8) != 0) {
+      std::fprintf(stderr, "safety: op %ld atomic returned a value differing from the shadow copy\n", index);
+      return false;
+    }
+    uint64_t value;
+    std::memcpy(&value, mirror, 8);
+    if (op.kind == 2) value += add;
+    if (op.kind == 3 && value == compare) value = swap;
+    std::memcpy(mirror, &value, 8);
+    return true;
   }
-  char done = 'd';
-  WriteAll(to_target, &done, 1);
-  std::printf("safety: %ld operations: %ld succeeded, %ld access errors, %ld invalid requests, all as predicted\n",
-              operations, counts[0], counts[1], counts[2]);
+
+  void ForgetKey(uint32_t key) {
+    if (dead_keys.size() >= kMaxDeadKeys) dead_keys.erase(dead_keys.begin() + 1);  // keep the first
+    dead_keys.push_back(key);
+  }
+
+  // Sends a change; when it races, runs up to kMaxRacingOps ops before reading the reply.
+  bool RunChange(long* op_index, long operations) {
+    Change change = RandomChange();
+    bool racing = random() % 100 < kRacePercent;
+    WriteAll(to_target, &change, sizeof(change));
+    ChangeReply reply{};
+    if (!racing) ReadAll(from_target, &reply, sizeof(reply));
+    uint32_t old_key = state.regions[change.region].rkey;
+    uint32_t racing_count = racing ? 1 + uint32_t(random() % kMaxRacingOps) : 0;
+    for (uint32_t i = 0; i < racing_count && *op_index < operations; ++i, ++*op_index) {
+      // Not yet known: what the change does. Before it, after an access, PD or QP change,
+      // or (for a re-registration) with the old key gone: the op meets one of these.
+      TargetState before = state;
+      TargetState states[3] = {before, before, before};
+      int count = 1;
+      if (change.kind == ChangeKind::kQpAccess) {
+        states[count] = before;
+        states[count++].qp_access = change.access;
+      } else {
+        RegionInfo& changed = states[count++].regions[change.region];
+        if (change.kind == ChangeKind::kReregAccess) changed.access = change.access;
+        if (change.kind == ChangeKind::kReregPd) changed.in_qp_pd ^= 1;
+        if (change.kind == ChangeKind::kReregRange) {
+          changed.addr = info.buffers[change.region] + change.offset;
+          changed.length = change.length;
+        }
+        if (change.kind == ChangeKind::kReregister) changed.access = 0;  // the old key names nothing
+      }
+      ++racing_ops;
+      if (!Run(*op_index, RandomOp(), states, count, true)) return false;
+    }
+    if (racing) ReadAll(from_target, &reply, sizeof(reply));
+    if (reply.error != 0) {
+      // A provider that does not implement a change: the fuzz goes on without it.
+      if (change.kind == ChangeKind::kReregRange) range_change_supported = false;
+      if (change.kind == ChangeKind::kReregAccess || change.kind == ChangeKind::kReregPd) rereg_supported = false;
+      return true;
+    }
+    ++changes[size_t(change.kind)];
+    state = After(change, reply);
+    if (change.kind == ChangeKind::kReregister && state.regions[change.region].rkey != old_key) ForgetKey(old_key);
+    return true;
+  }
+
+  // The target's buffers, byte for byte, against the shadow (uncertain bytes excepted).
+  bool CheckBuffers() {
+    std::vector<uint8_t> actual(kBufferBytes);
+    long damaged = 0;
+    for (int r = 0; r < kRegions; ++r) {
+      ReadAll(from_target, actual.data(), kBufferBytes);
+      for (size_t i = 0; i < kBufferBytes; ++i) {
+        if (!uncertain[r][i] && actual[i] != shadow[r][i]) {
+          if (damaged++ < 5) {
+            std::fprintf(stderr, "safety: buffer %d byte %zu is %#x, expected %#x\n", r, i, actual[i], shadow[r][i]);
+          }
+        }
+      }
+    }
+    if (damaged != 0) std::fprintf(stderr, "safety: %ld bytes differ from what the operations predict\n", damaged);
+    return damaged == 0;
+  }
+};
+
+int RunRequester(int from_target, int to_target, long operations) {
+  Requester q;
+  q.to_target = to_target;
+  q.from_target = from_target;
+  ReadAll(from_target, &q.info, sizeof(q.info));
+  q.v = Open(0);
+  WriteAll(to_target, &q.v.self, sizeof(q.v.self));
+  char ready;
+  ReadAll(from_target, &ready, 1);
+  Connect(q.v, q.info.endpoint, kRemoteAll);
+  q.local.resize(kMaxOpBytes + 64);
+  q.local_mr = ibv_reg_mr(q.v.pd, q.local.data(), q.local.size(), IBV_ACCESS_LOCAL_WRITE);
+  if (!q.local_mr) Die("local ibv_reg_mr");
+  std::copy(q.info.regions, q.info.regions + kRegions, q.state.regions);
+  q.state.qp_access = q.info.qp_access;
+  q.dead_keys.push_back(q.info.dead_rkey);
+  q.shadow.assign(kRegions, std::vector<uint8_t>(kBufferBytes, kCanary));
+  q.uncertain.assign(kRegions, std::vector<uint8_t>(kBufferBytes, 0));
+  for (int r = 0; r < kRegions; ++r) {
+    size_t begin = q.BufferOffset(r, q.info.regions[r].addr);
+    for (uint64_t i = 0; i < q.info.regions[r].length; ++i) q.shadow[r][begin + i] = InitialByte(q.info.seed, r, begin + i);
+  }
+  q.random.seed(q.info.seed ^ 0x5eed);
+  for (long op = 0; op < operations;) {
+    if (q.random() % kOpsPerChange == 0) {
+      if (!q.RunChange(&op, operations)) return 1;
+      continue;
+    }
+    const TargetState states[1] = {q.state};
+    if (!q.Run(op, q.RandomOp(), states, 1, false)) return 1;
+    ++op;
+  }
+  Change done{};
+  done.kind = ChangeKind::kDone;
+  WriteAll(to_target, &done, sizeof(done));
+  if (!q.CheckBuffers()) return 1;
+  long total_changes = 0;
+  for (long c : q.changes) total_changes += c;
+  std::printf("safety: %ld operations: %ld succeeded, %ld access errors, %ld invalid requests, all as predicted; "
+              "%ld changes (QP access %ld, rereg access %ld, rereg PD %ld, rereg range %ld, re-register %ld), "
+              "%ld operations raced one\n",
+              operations, q.counts[0], q.counts[1], q.counts[2], total_changes,
+              q.changes[size_t(ChangeKind::kQpAccess)], q.changes[size_t(ChangeKind::kReregAccess)],
+              q.changes[size_t(ChangeKind::kReregPd)], q.changes[size_t(ChangeKind::kReregRange)],
+              q.changes[size_t(ChangeKind::kReregister)], q.racing_ops);
   return 0;
 }
 
