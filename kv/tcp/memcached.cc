@@ -185,32 +185,30 @@ std::string MemcachedBinary::Describe(const std::uint8_t* data, std::size_t size
 nlohmann::json MemcachedStats(const Endpoint& endpoint, int timeout_ms) {
   constexpr std::size_t kStatsBytes = 1 << 16;
   static constexpr char kRequest[] = "stats\r\n";
-  static constexpr char kEnd[] = "END\r\n";
   FileDescriptor fd = Connect(endpoint);
   SendAll(fd.get(), reinterpret_cast<const std::uint8_t*>(kRequest), sizeof(kRequest) - 1, endpoint, timeout_ms);
   std::vector<std::uint8_t> buffer(kStatsBytes);
-  std::size_t size = 0;
-  const auto ended = [&] {
-    return size >= sizeof(kEnd) - 1 && std::memcmp(buffer.data() + size - (sizeof(kEnd) - 1), kEnd, sizeof(kEnd) - 1) == 0;
-  };
-  while (!ended()) {
+  std::size_t size = 0, parsed = 0;
+  nlohmann::json stats = nlohmann::json::object();
+  for (;;) {
     if (size == buffer.size()) Fail(endpoint.Describe(), " sent more than ", kStatsBytes, " bytes of stats");
     size = ReceiveSome(fd.get(), buffer.data(), size, buffer.size(), endpoint, timeout_ms);
+    Reply line_end;
+    std::size_t line_bytes = 0;
+    while (FirstLine(buffer.data() + parsed, size - parsed, &line_end, &line_bytes)) {
+      const std::string line(reinterpret_cast<const char*>(buffer.data() + parsed), line_bytes);
+      parsed += line_end.bytes;
+      if (line == "END") return stats;
+      const std::size_t space = line.find(' ', 5);
+      if (line.rfind("STAT ", 0) != 0 || space == std::string::npos) {
+        Fail(endpoint.Describe(), " answered `stats` with '", line, "'");
+      }
+      stats[line.substr(5, space - 5)] = StatisticValue(line.substr(space + 1));
+    }
+    if (line_end.status == ReplyStatus::kError) {
+      Fail(endpoint.Describe(), " answered `stats` with ", PrintableLine(buffer.data() + parsed, size - parsed));
+    }
   }
-  nlohmann::json stats = nlohmann::json::object();
-  const std::string text(buffer.begin(), buffer.begin() + static_cast<std::ptrdiff_t>(size));
-  for (std::size_t at = 0; at < text.size();) {
-    const std::size_t end = text.find("\r\n", at);
-    const std::string line = text.substr(at, end - at);
-    at = end + 2;
-    if (line == "END") break;
-    if (line.rfind("STAT ", 0) != 0) Fail(endpoint.Describe(), " answered `stats` with '", line, "'");
-    const std::size_t space = line.find(' ', 5);
-    if (space == std::string::npos) Fail(endpoint.Describe(), " answered `stats` with '", line, "'");
-    const std::string name = line.substr(5, space - 5), value = line.substr(space + 1);
-    stats[name] = StatisticValue(value);
-  }
-  return stats;
 }
 
 }  // namespace rdmalab::kv::tcp

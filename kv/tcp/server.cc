@@ -157,14 +157,16 @@ void CheckTcpStore(Options& o) {
   if (o.system == "redis" && o.protocol != "text") {
     Fail("--protocol ", o.protocol, " is memcached's; Redis speaks RESP only (leave --protocol out)");
   }
+  // Resolved before the run is joined, so that a missing program fails at once rather than
+  // after the clients came, and the report's config names the program that ran.
+  if (o.role == "server") o.server_bin = tcp::FindProgram(o.server_bin, tcp::KindOf(o).program);
 }
 
 Report RunTcpServer(Session& session) {
   using namespace tcp;
   const Options& o = session.options();
-  const std::string program = FindProgram(o.server_bin, KindOf(o).program);
   const Endpoint endpoint{o.system, o.bind, o.tcp_port != 0 ? o.tcp_port : FreeTcpPort(o.bind)};
-  ChildServer child(program, Arguments(session, endpoint.port), ChildCpus(session));
+  ChildServer child(o.server_bin, Arguments(session, endpoint.port), ChildCpus(session));
   child.WaitUntilAccepting(endpoint, std::min(kStartTimeoutMs, session.RemainingMs("the TCP store to start")));
   if (o.preload) WithCodec(o, [&](auto codec) { Preload<decltype(codec)>(endpoint, o); });
   const json before = Statistics(o, endpoint);
