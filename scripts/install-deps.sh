@@ -11,6 +11,8 @@ packages=(
   perftest
   # peers measured side by side with softnic
   ucx-utils
+  # kv/: the TCP baselines the key-value systems are compared with (rdmalab-kv --system memcached|redis)
+  memcached redis-server
   # tests: ABI checks, non-root user checks
   binutils passwd util-linux procps
   # model/: profiles and calibration data are YAML, parsed in C++

@@ -1,5 +1,7 @@
 #include "kv/core/client_process.h"
 
+#include <algorithm>
+
 namespace rdmalab::kv {
 
 using nlohmann::json;
@@ -11,6 +13,7 @@ WorkloadConfig WorkloadOf(const Options& o) {
   config.zipf = o.distribution == "zipf";
   config.zipf_theta = o.zipf_theta;
   config.value_bytes = static_cast<std::uint32_t>(o.value_size);
+  config.key_bytes = static_cast<std::uint32_t>(o.key_size);
   config.seed = o.seed;
   Check(config);
   return config;
@@ -48,6 +51,28 @@ Report FinishClientProcess(Session& session, const std::vector<ClientState>& cli
   if (total.unanswered != 0) {
     report.notes.push_back(std::to_string(total.unanswered) + " requests still unanswered when the run ended");
   }
+  return report;
+}
+
+Report CollectClientResults(Session& session) {
+  const Options& o = session.options();
+  Report report;
+  ResultRow row;
+  row.size_bytes = static_cast<std::uint32_t>(o.value_size);
+  row.payload_bytes_per_op = o.value_size;
+  ClientCounts total;
+  double longest_s = 0;
+  for (int p = 0; p < session.clients(); ++p) {
+    const json result = session.Get("client/" + std::to_string(p), "result");
+    row.ops += result.at("ops").get<std::uint64_t>();
+    longest_s = std::max(longest_s, result.at("duration_s").get<double>());
+    for (const auto& peer : result.at("per_peer")) row.per_peer.push_back(peer);
+    total.Add(CountsFromJson(result.at("counts")));
+  }
+  row.duration_s = longest_s;
+  row.extra = CountsJson(total);
+  report.rows.push_back(std::move(row));
+  report.validation = ValidationJson(o.validate, total);
   return report;
 }
 

@@ -21,6 +21,9 @@ std::uint32_t GlobalClientId(const Session& session, int j);
 // The row, the counts for the server and the validation, once the threads are done.
 Report FinishClientProcess(Session& session, const std::vector<ClientState>& clients,
                            const std::vector<ThreadOutcome>& outcomes);
+// The server's side of the same: every client process's "result" gathered into one row
+// (rate over the longest process interval, every client's count) and the run's validation.
+Report CollectClientResults(Session& session);
 
 // `transports[j]` serves client j of this process. Barriers: "ready" (every side set up),
 // "start", "done".

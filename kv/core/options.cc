@@ -3,6 +3,7 @@
 #include <vector>
 
 #include "kv/core/systems.h"
+#include "kv/workload/workload.h"
 #include "rdma/error.h"
 #include "rdma/flags.h"
 
@@ -30,7 +31,8 @@ const std::vector<Flag>& Flags() {
       {"distribution", 0, "D", true, "key popularity: uniform | zipf",
        RDMALAB_CHOICE_FLAG(distribution, "uniform", "zipf")},
       {"zipf-theta", 0, "T", true, "Zipf skew (YCSB: 0.99)", RDMALAB_NUMBER_FLAG(zipf_theta, 0.01, 0.9999)},
-      {"key-size", 0, "BYTES", true, "key bytes (HERD: the 16-byte keyhash)", RDMALAB_INT_FLAG(key_size, 16, 16)},
+      {"key-size", 0, "BYTES", true, "key bytes (HERD: the 16-byte keyhash; memcached/redis: key text, 16..250)",
+       RDMALAB_INT_FLAG(key_size, kMinKeyTextBytes, kMaxKeyTextBytes)},
       {"value-size", 's', "BYTES", true, "value bytes", RDMALAB_INT_FLAG(value_size, 1, 1000)},
       {"window", 'w', "W", true, "requests in flight per client", RDMALAB_INT_FLAG(window, 1, 256)},
       {"clients", 0, "N", true, "clients per client process (each its own QPs or connections)",

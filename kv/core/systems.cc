@@ -8,6 +8,12 @@ const std::vector<System>& Systems() {
   static const std::vector<System> systems = {
       {"herd", "HERD: UC WRITE requests polled by their last byte, UD SEND responses, MICA cache, 2-stage pipeline",
        CheckHerd, RunHerdServer, RunHerdClient},
+      {"memcached", "memcached from the distribution over TCP, text or binary protocol (--protocol), one "
+                    "connection per window slot or --pipeline",
+       CheckTcpStore, RunTcpServer, RunTcpClient},
+      {"redis", "redis-server from the distribution over TCP (RESP), no persistence, one connection per window "
+                "slot or --pipeline",
+       CheckTcpStore, RunTcpServer, RunTcpClient},
   };
   return systems;
 }

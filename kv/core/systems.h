@@ -27,5 +27,9 @@ const System& FindSystem(const std::string& name);
 void CheckHerd(Options& options);
 Report RunHerdServer(Session& session);
 Report RunHerdClient(Session& session);
+// memcached and Redis (kv/tcp): the store runs as the server role's child, clients speak TCP.
+void CheckTcpStore(Options& options);
+Report RunTcpServer(Session& session);
+Report RunTcpClient(Session& session);
 
 }  // namespace rdmalab::kv

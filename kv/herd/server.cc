@@ -18,6 +18,7 @@
 
 #include "kv/cache/mica.h"
 #include "kv/core/client_core.h"
+#include "kv/core/client_process.h"
 #include "kv/core/systems.h"
 #include "kv/herd/herd.h"
 #include "kv/herd/protocol.h"
@@ -408,23 +409,7 @@ Report Server::Run() {
   ServeBetweenBarriers(session_, static_cast<int>(layout_.workers), stop, "",
                        [&](int s) { workers_[s]->Serve(stop); });
 
-  Report report;
-  ResultRow row;
-  row.size_bytes = static_cast<std::uint32_t>(o_.value_size);
-  row.payload_bytes_per_op = o_.value_size;
-  ClientCounts total;
-  double longest_s = 0;
-  for (int p = 0; p < session_.clients(); ++p) {
-    const json result = session_.Get("client/" + std::to_string(p), "result");
-    row.ops += result.at("ops").get<std::uint64_t>();
-    longest_s = std::max(longest_s, result.at("duration_s").get<double>());
-    for (const auto& peer : result.at("per_peer")) row.per_peer.push_back(peer);
-    total.Add(CountsFromJson(result.at("counts")));
-  }
-  row.duration_s = longest_s;
-  row.extra = CountsJson(total);
-  report.rows.push_back(std::move(row));
-  report.validation = ValidationJson(o_.validate, total);
+  Report report = CollectClientResults(session_);
   json workers = json::array();
   std::uint64_t malformed = 0;
   for (std::uint32_t s = 0; s < layout_.workers; ++s) {

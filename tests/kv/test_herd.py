@@ -9,7 +9,7 @@ import uuid
 
 import pytest
 
-from kvrun import KV, documents, remove_fabric, softnic, standalone
+from kvrun import KV, benchrun, documents, softnic, standalone
 
 SMALL = ["--keys", "20000", "--value-size", "32"]
 # The acceptance runs 60 s (KV_FAULT_SECONDS=60); the default keeps the tier short.
@@ -40,7 +40,7 @@ def test_one_inbound_write_and_one_outbound_send_per_request():
         server, client = documents(run)
         counts = softnic("counters", "--fabric", fabric, "--device", "softnic0", "--json")["devices"][0]["counters"]
     finally:
-        remove_fabric(fabric)
+        benchrun.remove_fabric(fabric)
     row = client["results"][0]
     requests = row["completed_all"]
     assert row["retries"] == 0 and row["stale_answers"] == 0
