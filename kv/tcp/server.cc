@@ -39,9 +39,9 @@ constexpr std::uint64_t kMemcachedSlackFactor = 2;
 constexpr std::uint64_t kPreloadBatch = 1024;
 
 struct StoreKind {
-  const char* program;                       // on PATH
-  std::vector<const char*> counters;         // reported as their change over the run
-  std::vector<const char*> gauges;           // reported as they are at the end
+  const char* program;                // on PATH
+  std::vector<const char*> counters;  // reported as their change over the run
+  std::vector<const char*> gauges;    // reported as they are at the end
 };
 
 const StoreKind& KindOf(const Options& o) {
