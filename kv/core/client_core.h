@@ -7,6 +7,7 @@
 // A transport is any type with (called from its client's thread only; no virtual call):
 //   void Issue(const Request& request);   // first send; the window guarantees room
 //   void Resend(const Request& request);  // the same request again after --retry-ms
+//   static constexpr bool kLosesMessages;  // false: never resent, never counted as retried
 //   int Poll(Response* out, int max);     // answers that arrived; values valid until the next Poll
 #pragma once
 
@@ -167,11 +168,13 @@ void RunClients(std::vector<std::unique_ptr<Transport>>& transports, std::vector
       ClientState& client = clients[c];
       if (now >= measure_end) client.issuing = false;
       any_issuing |= client.issuing;
-      for (auto& slot : client.slots) {
-        if (slot.busy && now - slot.last_sent >= retry_ticks) {
-          slot.last_sent = now;
-          ++client.counts.retries;
-          transports[c]->Resend(slot.request);
+      if constexpr (Transport::kLosesMessages) {
+        for (auto& slot : client.slots) {
+          if (slot.busy && now - slot.last_sent >= retry_ticks) {
+            slot.last_sent = now;
+            ++client.counts.retries;
+            transports[c]->Resend(slot.request);
+          }
         }
       }
     }

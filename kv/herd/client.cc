@@ -27,6 +27,7 @@ class HerdTransport {
   json Describe() const;
   void Connect(const json& server_uc, const RemoteRegion& region);
 
+  static constexpr bool kLosesMessages = true;  // UC requests and UD responses
   void Issue(const Request& request) { Send(request); }
   void Resend(const Request& request) { Send(request); }
   int Poll(Response* out, int max);

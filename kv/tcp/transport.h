@@ -29,6 +29,7 @@ namespace rdmalab::kv::tcp {
 template <typename Codec>
 class TcpTransport {
  public:
+  static constexpr bool kLosesMessages = false;
   TcpTransport(const Endpoint& endpoint, const Options& o);
 
   void Issue(const Request& request) {
@@ -49,7 +50,7 @@ class TcpTransport {
 
   // TCP delivers what it accepted, in order, or the connection fails and the run with it:
   // the request is still on its way or answered, and sending it again would only put a
-  // second reply where the next request's belongs. So the core's retry does nothing here.
+  // second reply where the next request's belongs (kLosesMessages: the core never calls this).
   void Resend(const Request&) {}
 
   int Poll(Response* out, int max) {
