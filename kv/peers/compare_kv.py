@@ -92,6 +92,7 @@ def main() -> int:
     parser.add_argument("--keys", type=int, default=1 << 20)
     parser.add_argument("--value-size", type=int, default=32)
     parser.add_argument("--put-fraction", type=float, default=0.05)
+    parser.add_argument("--only", help="comma-separated rows to run (default: every row)")
     parser.add_argument("--json", type=Path, help="write every measurement and the summary here")
     args = parser.parse_args()
     if args.rounds < 1 or args.duration <= 0:
@@ -112,6 +113,11 @@ def main() -> int:
         "bench-ud-send": lambda: bench_ud_row(args.build, args),
     }
     names = list(rows)
+    if args.only:
+        unknown = sorted(set(args.only.split(",")) - set(names))
+        if unknown:
+            parser.error(f"--only names unknown rows {', '.join(unknown)}; rows: {', '.join(names)}")
+        names = [n for n in names if n in args.only.split(",")]
     runs: dict[str, list[dict]] = {n: [] for n in names}
     errors: dict[str, str] = {}
     for r in range(args.rounds):
