@@ -60,4 +60,11 @@ double CpuSeconds(bool user) {
   return static_cast<double>(t.tv_sec) + static_cast<double>(t.tv_usec) / 1e6;
 }
 
+nlohmann::json CpuJson(double user_s, double system_s, double wall_s) {
+  return {{"user_s", user_s},
+          {"system_s", system_s},
+          {"wall_s", wall_s},
+          {"utilization", wall_s > 0 ? (user_s + system_s) / wall_s : 0.0}};
+}
+
 }  // namespace rdmalab

@@ -38,5 +38,7 @@ void WriteDocument(bool out_json, const std::string& out_json_file, const nlohma
                    const std::string& table);
 
 double CpuSeconds(bool user);  // this process's user or system CPU time so far
+// The "cpu" block of a document: user, system and wall seconds and their utilization.
+nlohmann::json CpuJson(double user_s, double system_s, double wall_s);
 
 }  // namespace rdmalab

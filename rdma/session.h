@@ -40,6 +40,26 @@ struct ParticipantConfig {
   nlohmann::json symmetric = nlohmann::json::object();  // options every participant must agree on
 };
 
+// The fields every program's options struct spells the same way (rdmalab-bench, rdmalab-kv).
+template <typename Options>
+ParticipantConfig ParticipantConfigFrom(const Options& o, std::string program, nlohmann::json symmetric) {
+  ParticipantConfig config;
+  config.program = std::move(program);
+  config.ib_dev = o.ib_dev;
+  config.ib_port = o.ib_port;
+  config.gid_index = o.gid_index;
+  config.server_host = o.server_host;
+  config.port = o.port;
+  config.rendezvous = o.rendezvous;
+  config.role = o.role;
+  config.index = o.index;
+  config.peers = o.peers;
+  config.timeout_s = o.timeout_s;
+  config.cpus = o.cpus;
+  config.symmetric = std::move(symmetric);
+  return config;
+}
+
 class Participant {
  public:
   // Opens the device, joins the run and checks that every participant was given the same

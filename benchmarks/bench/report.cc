@@ -1,13 +1,10 @@
 #include "benchmarks/bench/report.h"
 
-#include <sys/utsname.h>
-#include <unistd.h>
-
 #include <cstdio>
-#include <fstream>
 
 #include "benchmarks/bench/session.h"
 #include "rdma/connect.h"
+#include "rdma/program.h"
 
 namespace rdmalab::bench {
 namespace {
@@ -34,11 +31,7 @@ json ReportJson(const Session& session, const Report& report, double cpu_user_s,
           {"config", ConfigJson(session.options())},
           {"environment", EnvironmentJson(session, session.options().use_hugepages)},
           {"results", rows},
-          {"cpu",
-           {{"user_s", cpu_user_s},
-            {"system_s", cpu_system_s},
-            {"wall_s", wall_s},
-            {"utilization", wall_s > 0 ? (cpu_user_s + cpu_system_s) / wall_s : 0.0}}},
+          {"cpu", CpuJson(cpu_user_s, cpu_system_s, wall_s)},
           {"pcie", {{"modeled", report.pcie_modeled}, {"measured", nullptr}}},
           {"validation", report.validation},
           {"notes", report.notes}};

@@ -138,21 +138,7 @@ json ConfigJson(const Options& options) {
 json SymmetricConfigJson(const Options& options) { return FlagsJson(Flags(), options, true); }
 
 ParticipantConfig ParticipantConfigOf(const Options& o) {
-  ParticipantConfig config;
-  config.program = "rdmalab-kv --system " + o.system;
-  config.ib_dev = o.ib_dev;
-  config.ib_port = o.ib_port;
-  config.gid_index = o.gid_index;
-  config.server_host = o.server_host;
-  config.port = o.port;
-  config.rendezvous = o.rendezvous;
-  config.role = o.role;
-  config.index = o.index;
-  config.peers = o.peers;
-  config.timeout_s = o.timeout_s;
-  config.cpus = o.cpus;
-  config.symmetric = SymmetricConfigJson(o);
-  return config;
+  return ParticipantConfigFrom(o, "rdmalab-kv --system " + o.system, SymmetricConfigJson(o));
 }
 
 }  // namespace rdmalab::kv

@@ -1,5 +1,7 @@
 #include "kv/core/report.h"
 
+#include "rdma/program.h"
+
 namespace rdmalab::kv {
 namespace {
 
@@ -27,11 +29,7 @@ json ReportJson(const Session& session, const Report& report, double cpu_user_s,
           {"environment", EnvironmentJson(session, session.options().use_hugepages)},
           {"results", rows},
           {"server", report.server},
-          {"cpu",
-           {{"user_s", cpu_user_s},
-            {"system_s", cpu_system_s},
-            {"wall_s", wall_s},
-            {"utilization", wall_s > 0 ? (cpu_user_s + cpu_system_s) / wall_s : 0.0}}},
+          {"cpu", CpuJson(cpu_user_s, cpu_system_s, wall_s)},
           {"validation", report.validation},
           {"notes", report.notes}};
 }
