@@ -48,6 +48,8 @@ const std::vector<Flag>& Flags() {
        RDMALAB_NUMBER_FLAG(retry_ms, 0.01, 1e6)},
       {"workers", 0, "NS", true, "HERD: server worker threads (one key partition each)",
        RDMALAB_INT_FLAG(workers, 1, 64)},
+      {"core", 0, "K", false, "HERD server: report worker K's load only (herd14 Fig. 14); -1: the total",
+       RDMALAB_INT_FLAG(core, -1, 63)},
       {"cq-mod", 'Q', "N", true, "signal one SEND/WRITE in N", RDMALAB_INT_FLAG(cq_mod, 1, 4096)},
       {"inline_size", 'I', "BYTES", true, "HERD: responses with values up to BYTES go inline",
        RDMALAB_INT_FLAG(inline_size, 0, 1000)},

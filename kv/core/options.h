@@ -42,6 +42,7 @@ struct Options {
   double retry_ms = 100;
   // HERD server.
   int workers = 1;
+  int core = -1;  // >= 0: the server reports that worker's load only
   int cq_mod = 64;
   int inline_size = 192;
   bool batching = false;

@@ -24,6 +24,7 @@
 #include "kv/herd/protocol.h"
 #include "kv/workload/workload.h"
 #include "rdma/affinity.h"
+#include "rdma/clock.h"
 #include "rdma/connect.h"
 #include "rdma/error.h"
 #include "rdma/send_ring.h"
@@ -406,15 +407,30 @@ Report Server::Run() {
   RunPinnedThreads(session_, static_cast<int>(layout_.workers), [&](int s) { workers_[s]->Setup(); });
   session_.Barrier("ready");
   std::atomic<bool> stop{false};
+  const std::uint64_t serve_start_ns = MonotonicNs();
   ServeBetweenBarriers(session_, static_cast<int>(layout_.workers), stop, "",
                        [&](int s) { workers_[s]->Serve(stop); });
+  const double served_s = static_cast<double>(MonotonicNs() - serve_start_ns) / 1e9;
 
   Report report = CollectClientResults(session_);
   json workers = json::array();
   std::uint64_t malformed = 0;
   for (std::uint32_t s = 0; s < layout_.workers; ++s) {
     workers.push_back(workers_[s]->stats().Json(s));
+    workers.back()["mops"] = static_cast<double>(workers_[s]->stats().requests) / served_s / 1e6;
     malformed += workers_[s]->stats().malformed;
+  }
+  if (o_.core >= 0) {
+    // herd14 Fig. 14's per-core load: the row is this worker's requests over the serving
+    // interval (warm-up included: the server does not know the clients' measured interval).
+    if (o_.core >= static_cast<int>(layout_.workers)) {
+      Fail("--core ", o_.core, " names no worker: valid 0..", layout_.workers - 1, " (--workers ", layout_.workers, ")");
+    }
+    ResultRow& row = report.rows.front();
+    row.ops = workers_[static_cast<std::size_t>(o_.core)]->stats().requests;
+    row.duration_s = served_s;
+    row.per_peer = json::array();
+    report.notes.push_back("the row is worker " + std::to_string(o_.core) + "'s load (--core)");
   }
   report.server = {{"workers", workers}, {"malformed_requests", malformed}};
   if (malformed != 0) report.notes.push_back(std::to_string(malformed) + " malformed requests counted and dropped");
