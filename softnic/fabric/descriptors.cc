@@ -57,6 +57,23 @@ int Listen(const std::string& directory, uint64_t service_id, std::string* error
   return -1;
 }
 
+// One answer byte with room for one descriptor beside it (SCM_RIGHTS). Not copyable: it
+// points into itself.
+struct Answer {
+  uint8_t byte = kNotServed;
+  iovec payload{&byte, 1};
+  alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int))] = {};
+  msghdr header{};
+  Answer() {
+    header.msg_iov = &payload;
+    header.msg_iovlen = 1;
+    header.msg_control = control;
+    header.msg_controllen = sizeof(control);
+  }
+  Answer(const Answer&) = delete;
+  Answer& operator=(const Answer&) = delete;
+};
+
 }  // namespace
 
 bool DescriptorService::Publish(const std::string& directory, uint64_t id, int fd, std::string* error) {
@@ -99,22 +116,19 @@ void DescriptorService::Serve(int listener) {
     if (recv(connection, &id, sizeof(id), MSG_WAITALL) == ssize_t(sizeof(id))) {
       std::lock_guard<std::mutex> lock(mutex_);  // Withdraw must not close the fd mid-send
       auto it = published_.find(id);
-      uint8_t answer = it != published_.end() ? kServed : kNotServed;
-      iovec payload{&answer, sizeof(answer)};
-      alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int))] = {};
-      msghdr message{};
-      message.msg_iov = &payload;
-      message.msg_iovlen = 1;
-      if (answer == kServed) {
-        message.msg_control = control;
-        message.msg_controllen = sizeof(control);
-        cmsghdr* header = CMSG_FIRSTHDR(&message);
+      Answer answer;
+      if (it != published_.end()) {
+        answer.byte = kServed;
+        cmsghdr* header = CMSG_FIRSTHDR(&answer.header);
         header->cmsg_level = SOL_SOCKET;
         header->cmsg_type = SCM_RIGHTS;
         header->cmsg_len = CMSG_LEN(sizeof(int));
         std::memcpy(CMSG_DATA(header), &it->second, sizeof(int));
+      } else {
+        answer.header.msg_control = nullptr;
+        answer.header.msg_controllen = 0;
       }
-      [[maybe_unused]] ssize_t sent = sendmsg(connection, &message, MSG_NOSIGNAL);
+      [[maybe_unused]] ssize_t sent = sendmsg(connection, &answer.header, MSG_NOSIGNAL);
     }
     close(connection);
   }
@@ -137,23 +151,16 @@ int FetchDescriptor(const std::string& directory, uint64_t id, int timeout_ms) {
     errno = err;
     return -1;
   }
-  uint8_t answer = kNotServed;
-  iovec payload{&answer, sizeof(answer)};
-  alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int))] = {};
-  msghdr message{};
-  message.msg_iov = &payload;
-  message.msg_iovlen = 1;
-  message.msg_control = control;
-  message.msg_controllen = sizeof(control);
+  Answer answer;
   ssize_t received = -1;
   if (send(connection, &id, sizeof(id), MSG_NOSIGNAL) == ssize_t(sizeof(id))) {
-    received = recvmsg(connection, &message, MSG_CMSG_CLOEXEC);
+    received = recvmsg(connection, &answer.header, MSG_CMSG_CLOEXEC);
   }
   err = received < 0 && (errno == EAGAIN || errno == EWOULDBLOCK) ? ETIMEDOUT : errno;
   close(connection);
-  cmsghdr* header = received == 1 ? CMSG_FIRSTHDR(&message) : nullptr;
+  cmsghdr* header = received == 1 ? CMSG_FIRSTHDR(&answer.header) : nullptr;
   if (header == nullptr || header->cmsg_level != SOL_SOCKET || header->cmsg_type != SCM_RIGHTS) {
-    errno = received < 0 ? err : received == 1 && answer == kNotServed ? EIDRM : ECONNRESET;
+    errno = received < 0 ? err : received == 1 && answer.byte == kNotServed ? EIDRM : ECONNRESET;
     return -1;
   }
   int fd;
