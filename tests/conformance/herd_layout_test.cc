@@ -145,11 +145,22 @@ CONFORMANCE_HELPER(herd_worker) {
   return channel.SendValue(report) ? 0 : HelperFail("report");
 }
 
+// Removes the segment of `key` when the test ends: a master killed by a failure cannot.
+struct SegmentRemover {
+  key_t key;
+  ~SegmentRemover() {
+    int shmid = shmget(key, 0, 0);
+    if (shmid >= 0) shmctl(shmid, IPC_RMID, nullptr);
+  }
+};
+
 class HerdLayout : public ProcessTest {};
 
 TEST_P(HerdLayout, WorkerAttachedToTheSegmentAnswersEveryRequest) {
-  const key_t key = key_t(0x48455200 + getpid() % 0x100);
-  std::unique_ptr<Child> master, worker;
+  static uint32_t runs = 0;
+  const SegmentRemover segment{key_t(0x48000000 | ((getpid() & 0xffff) << 8) | (runs++ & 0xff))};
+  const key_t key = segment.key;
+  std::unique_ptr<Child> master, worker;  // after `segment`: killed before it is removed
   CONFORMANCE_SETUP(Spawn(&master, "herd_master", {peer_name(), std::to_string(key)}));
   MasterHello hello;
   ASSERT_TRUE(master->channel().RecvValue(&hello, kHandshakeTimeoutMs)) << "the master never said hello";
