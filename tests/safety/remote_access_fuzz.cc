@@ -1,30 +1,40 @@
 // Randomized remote-access safety test, for any provider.
 //
 // A target process registers regions fenced by PROT_NONE guard pages, with random offsets,
-// lengths and access flags, plus one deregistered key. A requester process issues
-// SAFETY_OPS (default 1,000,000) random RDMA WRITE / READ / FETCH_ADD / CMP_SWAP with
-// random keys, addresses and lengths. Every completion must carry exactly the status the
-// rules predict (success, or IBV_WC_REM_ACCESS_ERR / IBV_WC_REM_INV_REQ_ERR), successful
-// READs and atomics must return what a shadow copy predicts, and at the end the target
-// checks that no byte outside a region changed. A stray access past a region faults on a
-// guard page and fails the test.
+// lengths and access flags, plus one deregistered key: regions of private memory, and
+// regions of memory that is already shared (every kind of shared_memory.h the machine
+// has: SysV with and without huge pages, shared files, memfds, hugetlbfs files), which a
+// provider must reach where it is. A requester process issues SAFETY_OPS (default
+// 1,000,000) random RDMA WRITE / READ / FETCH_ADD / CMP_SWAP with random keys, addresses
+// and lengths. Every completion must carry exactly the status the rules predict (success,
+// or IBV_WC_REM_ACCESS_ERR / IBV_WC_REM_INV_REQ_ERR), successful READs and atomics must
+// return what a shadow copy predicts, and at the end the target checks that no byte
+// outside a region changed: neither on the region's pages nor elsewhere in its shared
+// memory (a huge page or a SysV segment is larger than the region). A stray access past
+// the memory faults on a guard page and fails the test.
 #include <infiniband/verbs.h>
+#include <sys/ipc.h>
 #include <sys/mman.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <random>
+#include <memory>
 #include <vector>
+
+#include "shared_memory.h"
 
 namespace {
 
 constexpr size_t kPageBytes = 4096;
-constexpr int kRegions = 8;
-constexpr size_t kRegionPages = 4;
+constexpr int kPrivateRegions = 8;
+constexpr int kMaxRegions = kPrivateRegions + 6;  // and one per kind of shared memory
+constexpr size_t kRegionPages = 4;  // the most a region spans; private memory has just these
 constexpr uint8_t kCanary = 0xa5;
 constexpr uint32_t kMaxOpBytes = 2 * kPageBytes;
 constexpr auto kPollDeadline = std::chrono::seconds(10);
@@ -44,7 +54,8 @@ struct Endpoint {
 
 struct TargetInfo {
   Endpoint endpoint;
-  RegionInfo regions[kRegions];
+  RegionInfo regions[kMaxRegions];
+  int region_count;
   uint32_t dead_rkey;
   uint64_t seed;
 };
@@ -150,35 +161,67 @@ uint8_t InitialByte(uint64_t seed, int region, uint64_t offset) {
   return uint8_t((seed >> (offset % 7)) ^ (uint64_t(region) * 131) ^ (offset * 2654435761u));
 }
 
+// Memory under a region: its pages (private), or shared memory of one kind.
+struct Area {
+  uint8_t* base;
+  size_t bytes;
+  std::unique_ptr<conformance::SharedArea> shared;
+};
+
+std::vector<Area> MakeAreas() {
+  std::vector<Area> areas;
+  for (int r = 0; r < kPrivateRegions; ++r) {
+    size_t total = (kRegionPages + 2) * kPageBytes;
+    auto* base = static_cast<uint8_t*>(mmap(nullptr, total, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0));
+    if (base == MAP_FAILED) Die("mmap");
+    if (mprotect(base + kPageBytes, kRegionPages * kPageBytes, PROT_READ | PROT_WRITE)) Die("mprotect");
+    areas.push_back(Area{base + kPageBytes, kRegionPages * kPageBytes, nullptr});
+  }
+  for (conformance::SharedKind kind : conformance::AllSharedKinds()) {
+    std::string reason;
+    bool unavailable = false;
+    size_t bytes = conformance::IsHuge(kind) ? conformance::kHugePageBytes : kRegionPages * kPageBytes;
+    auto shared = conformance::SharedArea::Create(kind, bytes, IPC_PRIVATE, &reason, &unavailable);
+    if (shared == nullptr && !unavailable) Die(("creating " + conformance::SharedKindName(kind) + " memory: " + reason).c_str());
+    if (shared == nullptr) {
+      std::fprintf(stderr, "safety: no %s region: %s\n", conformance::SharedKindName(kind).c_str(), reason.c_str());
+      continue;
+    }
+    uint8_t* base = shared->data();
+    areas.push_back(Area{base, bytes, std::move(shared)});
+  }
+  return areas;
+}
+
 // The target: fenced regions, then wait for the requester, then check the fences.
 int RunTarget(int to_requester, int from_requester) {
   Verbs v = Open(1);
   std::mt19937_64 random(std::random_device{}());
   TargetInfo info{};
   info.seed = random();
-  std::vector<uint8_t*> pages(kRegions);
+  std::vector<Area> areas = MakeAreas();
+  info.region_count = int(areas.size());
   const uint32_t access_choices[] = {
       IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_ATOMIC,
       IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE,
       IBV_ACCESS_REMOTE_READ,
       IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_ATOMIC,
       IBV_ACCESS_LOCAL_WRITE};
-  for (int r = 0; r < kRegions; ++r) {
-    size_t total = (kRegionPages + 2) * kPageBytes;
-    auto* base = static_cast<uint8_t*>(mmap(nullptr, total, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0));
-    if (base == MAP_FAILED) Die("mmap");
-    pages[r] = base + kPageBytes;
-    if (mprotect(pages[r], kRegionPages * kPageBytes, PROT_READ | PROT_WRITE)) Die("mprotect");
-    std::memset(pages[r], kCanary, kRegionPages * kPageBytes);
-    uint64_t offset = random() % kPageBytes;
-    uint64_t length = 8 + random() % (kRegionPages * kPageBytes - offset - 8);
-    for (uint64_t i = 0; i < length; ++i) pages[r][offset + i] = InitialByte(info.seed, r, i);
+  for (int r = 0; r < info.region_count; ++r) {
+    Area& area = areas[size_t(r)];
+    std::memset(area.base, kCanary, area.bytes);
+    // Anywhere in the area, up to kRegionPages long: at its start, its end, or inside a
+    // huge page, where the rest of the page is the provider's to leave alone.
+    uint64_t offset = random() % (area.bytes - (kRegionPages - 1) * kPageBytes);
+    uint64_t span = std::min<uint64_t>(area.bytes - offset, kRegionPages * kPageBytes);
+    uint64_t length = 8 + random() % (span - 8);
+    for (uint64_t i = 0; i < length; ++i) area.base[offset + i] = InitialByte(info.seed, r, i);
     uint32_t access = access_choices[random() % (sizeof(access_choices) / sizeof(access_choices[0]))];
-    ibv_mr* mr = ibv_reg_mr(v.pd, pages[r] + offset, length, int(access));
+    ibv_mr* mr = ibv_reg_mr(v.pd, area.base + offset, length, int(access));
     if (!mr) Die("ibv_reg_mr");
-    info.regions[r] = RegionInfo{uint64_t(uintptr_t(pages[r] + offset)), length, mr->rkey, access};
+    info.regions[r] = RegionInfo{uint64_t(uintptr_t(area.base + offset)), length, mr->rkey, access};
   }
-  ibv_mr* dead = ibv_reg_mr(v.pd, pages[0], 64, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE |
+  ibv_mr* dead = ibv_reg_mr(v.pd, areas[0].base, 64, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE |
                                                     IBV_ACCESS_REMOTE_READ);
   if (!dead) Die("ibv_reg_mr (to deregister)");
   info.dead_rkey = dead->rkey;
@@ -193,14 +236,17 @@ int RunTarget(int to_requester, int from_requester) {
   char done;
   ReadAll(from_requester, &done, 1);
   int damaged = 0;
-  for (int r = 0; r < kRegions; ++r) {
-    uint64_t begin = info.regions[r].addr - uintptr_t(pages[r]);
+  for (int r = 0; r < info.region_count; ++r) {
+    const Area& area = areas[size_t(r)];
+    uint64_t begin = info.regions[r].addr - uintptr_t(area.base);
     uint64_t end = begin + info.regions[r].length;
-    for (uint64_t i = 0; i < kRegionPages * kPageBytes; ++i) {
-      if ((i < begin || i >= end) && pages[r][i] != kCanary) ++damaged;
+    for (uint64_t i = 0; i < area.bytes; ++i) {
+      if ((i < begin || i >= end) && area.base[i] != kCanary) ++damaged;
     }
   }
   if (damaged != 0) std::fprintf(stderr, "safety: %d bytes outside regions were modified\n", damaged);
+  if (damaged == 0) std::printf("safety: no byte outside the %d regions changed\n", info.region_count);
+  std::fflush(stdout);  // the target leaves with _Exit
   return damaged == 0 ? 0 : 1;
 }
 
@@ -219,15 +265,16 @@ int RunRequester(int from_target, int to_target, long operations) {
   std::vector<uint8_t> local(kMaxOpBytes + 64);
   ibv_mr* local_mr = ibv_reg_mr(v.pd, local.data(), local.size(), IBV_ACCESS_LOCAL_WRITE);
   if (!local_mr) Die("local ibv_reg_mr");
-  std::vector<std::vector<uint8_t>> shadow(kRegions);
-  for (int r = 0; r < kRegions; ++r) {
+  std::vector<std::vector<uint8_t>> shadow(size_t(info.region_count));
+  for (int r = 0; r < info.region_count; ++r) {
     shadow[r].resize(info.regions[r].length);
     for (uint64_t i = 0; i < info.regions[r].length; ++i) shadow[r][i] = InitialByte(info.seed, r, i);
   }
   std::mt19937_64 random(info.seed ^ 0x5eed);
   long counts[3] = {0, 0, 0};  // success, access errors, invalid-request errors
+  long shared_successes = 0;
   for (long op = 0; op < operations; ++op) {
-    int r = int(random() % kRegions);
+    int r = int(random() % uint64_t(info.region_count));
     const RegionInfo& region = info.regions[r];
     int kind = int(random() % 4);  // write, read, fetch-add, compare-swap
     bool atomic = kind >= 2;
@@ -243,7 +290,7 @@ int RunRequester(int from_target, int to_target, long operations) {
       key = info.dead_rkey;
       key_region = -1;
     } else {
-      key_region = int(random() % kRegions);
+      key_region = int(random() % uint64_t(info.region_count));
       key = info.regions[key_region].rkey;
     }
     const RegionInfo& keyed = key_region >= 0 ? info.regions[key_region] : region;
@@ -311,6 +358,7 @@ int RunRequester(int from_target, int to_target, long operations) {
     }
     if (wc.status == IBV_WC_SUCCESS) {
       ++counts[0];
+      if (key_region >= kPrivateRegions) ++shared_successes;
       uint8_t* mirror = &shadow[key_region][address - keyed.addr];
       if (kind == 0) {
         std::memcpy(mirror, local.data(), length);
@@ -330,8 +378,10 @@ int RunRequester(int from_target, int to_target, long operations) {
   }
   char done = 'd';
   WriteAll(to_target, &done, 1);
-  std::printf("safety: %ld operations: %ld succeeded, %ld access errors, %ld invalid requests, all as predicted\n",
-              operations, counts[0], counts[1], counts[2]);
+  std::printf("safety: %ld operations on %d regions (%d of shared memory): %ld succeeded (%ld on shared memory), "
+              "%ld access errors, %ld invalid requests, all as predicted\n",
+              operations, info.region_count, info.region_count - kPrivateRegions, counts[0], shared_successes,
+              counts[1], counts[2]);
   return 0;
 }
 
