@@ -74,6 +74,14 @@ bool CreateAnchor(Runtime* runtime, uintptr_t start, uintptr_t end, uint64_t* ob
   return true;
 }
 
+// Shared mappings of objects in the fabric directory are anchors of earlier registrations,
+// deregistered since (or their pages reused by malloc): the owner's private memory, which
+// no one else maps any more and which moves into a new anchor like any private page.
+bool IsPrivate(const Vma& vma, const std::string& directory) {
+  return !vma.shared || (vma.path.size() > directory.size() && vma.path.compare(0, directory.size(), directory) == 0 &&
+                         vma.path[directory.size()] == '/');
+}
+
 // A run of the registered pages and what holds it.
 struct Piece {
   enum Kind : uint8_t { kAnchored, kPrivate, kShared } kind;
@@ -105,13 +113,15 @@ bool PlanPieces(Runtime* runtime, uintptr_t page_begin, uintptr_t page_end, cons
       return false;
     }
     const Vma& vma = vmas[v];
+    const std::string& directory = runtime->directory();
+    bool private_run = IsPrivate(vma, directory);
     uintptr_t stop = std::min<uintptr_t>(vma.end, limit);
-    if (!vma.shared) {
-      for (size_t w = v + 1; stop < limit && w < vmas.size() && vmas[w].start == stop && !vmas[w].shared; ++w) {
-        stop = std::min<uintptr_t>(vmas[w].end, limit);
-      }
+    for (size_t w = v + 1; private_run && stop < limit && w < vmas.size() && vmas[w].start == stop &&
+                           IsPrivate(vmas[w], directory);
+         ++w) {
+      stop = std::min<uintptr_t>(vmas[w].end, limit);
     }
-    pieces->push_back(Piece{vma.shared ? Piece::kShared : Piece::kPrivate, cursor, stop, &vma});
+    pieces->push_back(Piece{private_run ? Piece::kPrivate : Piece::kShared, cursor, stop, &vma});
     cursor = stop;
   }
   return true;

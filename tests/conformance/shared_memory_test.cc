@@ -13,6 +13,7 @@
 #include <cstring>
 #include <functional>
 #include <thread>
+#include <vector>
 
 #include "process_fixture.h"
 #include "shared_memory.h"
@@ -297,7 +298,9 @@ TEST_P(SharedMemory, HugetlbMemfd) { RunKind(SharedKind::kHugeMemfd); }
 
 // A registering thread without the privilege /proc/self/map_files needs: a memfd whose
 // descriptor is open and a file whose path still names it register, and stay shared; a
-// memfd whose only descriptor is closed cannot be named for peers, which softnic says.
+// memfd whose only descriptor is closed cannot be named for peers, which softnic says;
+// private memory registers again after a deregistration (on softnic it is then mapped
+// shared, from an anchor whose name is gone).
 TEST_P(SharedMemory, RegistersWithoutMapFilesPrivilege) {
   CONFORMANCE_SETUP(MakeMemory(SharedKind::kMemfd));
   std::string reason;
@@ -309,9 +312,12 @@ TEST_P(SharedMemory, RegistersWithoutMapFilesPrivilege) {
       SharedArea::Create(SharedKind::kMemfd, kSmallBytes, IPC_PRIVATE, &reason, &unavailable);
   ASSERT_TRUE(closed != nullptr) << reason;
   closed->CloseFd();
+  std::vector<uint8_t> heap(kSmallBytes);
   ibv_mr* file_mr = nullptr;
   ibv_mr* closed_mr = nullptr;
+  ibv_mr* heap_mr = nullptr;
   int closed_errno = 0;
+  int heap_errno = 0;
   CONFORMANCE_SETUP(ConnectRequester([&](ibv_pd* pd) {
     ibv_mr* memfd_mr = nullptr;
     std::thread([&] {
@@ -320,11 +326,15 @@ TEST_P(SharedMemory, RegistersWithoutMapFilesPrivilege) {
       file_mr = ibv_reg_mr(pd, file->data(), kSmallBytes, int(kAllRemoteAccess));
       closed_mr = ibv_reg_mr(pd, closed->data(), kSmallBytes, int(kAllRemoteAccess));
       closed_errno = errno;
+      ibv_dereg_mr(ibv_reg_mr(pd, heap.data(), heap.size(), int(kAllRemoteAccess)));
+      heap_mr = ibv_reg_mr(pd, heap.data(), heap.size(), int(kAllRemoteAccess));
+      heap_errno = errno;
     }).join();
     return memfd_mr;
   }));
-  MrPtr file_owner(file_mr), closed_owner(closed_mr);
+  MrPtr file_owner(file_mr), closed_owner(closed_mr), heap_owner(heap_mr);
   ASSERT_TRUE(file_mr != nullptr) << "ibv_reg_mr on a shared file mapping: " << strerror(errno);
+  ASSERT_TRUE(heap_mr != nullptr) << "ibv_reg_mr on heap memory registered before: " << strerror(heap_errno);
   if (device_->softnic()) {
     EXPECT_TRUE(closed_mr == nullptr && closed_errno == EACCES)
         << "softnic registered memory that no peer can map (errno " << closed_errno << ")";
@@ -342,6 +352,12 @@ TEST_P(SharedMemory, RegistersWithoutMapFilesPrivilege) {
   ASSERT_TRUE(file_again != nullptr) << error;
   EXPECT_EQ(std::memcmp(file_again + kRegionOffset, write.data.data(), kOpBytes), 0)
       << "the file stopped being shared";
+  write.data = Pattern(11);
+  write.rkey = heap_mr->rkey;
+  write.address = uint64_t(uintptr_t(heap.data())) + kRegionOffset;
+  ASSERT_EQ(Remote(write).status, IBV_WC_SUCCESS);
+  EXPECT_EQ(std::memcmp(heap.data() + kRegionOffset, write.data.data(), kOpBytes), 0)
+      << "a WRITE into heap memory registered a second time";
   Finish();
 }
 
