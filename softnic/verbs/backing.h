@@ -22,6 +22,7 @@ struct Vma {
   uint64_t offset = 0;      // of `start` in the backing (SysV: in the segment)
   uint64_t device = 0;
   uint64_t inode = 0;  // SysV: the shmid
+  uint64_t page_bytes = 0;  // the kernel's page size for it; 0: not known yet
   bool shared = false;
   bool writable = false;
   std::string path;
