@@ -10,26 +10,9 @@
 #include <vector>
 
 #include "softnic/verbs/internal.h"
+#include "softnic/verbs/mappings.h"
 
 namespace softnic {
-
-// One line of /proc/self/maps, or adjacent lines of one shared backing with contiguous
-// offsets (a mapping split by mprotect is still one piece of its backing).
-struct Vma {
-  uintptr_t start = 0;
-  uintptr_t end = 0;
-  uintptr_t first_end = 0;  // end of the first line: /proc/self/map_files names lines
-  uint64_t offset = 0;      // of `start` in the backing (SysV: in the segment)
-  uint64_t device = 0;
-  uint64_t inode = 0;  // SysV: the shmid
-  uint64_t page_bytes = 0;  // the kernel's page size for it; 0: not known yet
-  bool shared = false;
-  bool writable = false;
-  std::string path;
-};
-
-// The mappings that overlap [begin, end), in address order. False with errno.
-bool ReadMappings(uintptr_t begin, uintptr_t end, std::vector<Vma>* out);
 
 // Takes a reference on the backing of [start, end), which lies inside the shared `vma`,
 // and describes the run as a peer maps it. False with errno, after a warning that names
