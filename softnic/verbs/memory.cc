@@ -143,7 +143,7 @@ void FillAnchorSegment(Runtime* runtime, uintptr_t anchor_start, const Piece& pi
 // Fills the entry's segments for [page_begin, page_end): anchors for private pages, the
 // backing itself for shared ones. What it took is in mr->anchors and mr->shared, also on
 // failure.
-bool AnchorRange(Runtime* runtime, uintptr_t page_begin, uintptr_t page_end, MrEntry* entry, SoftMr* mr) {
+bool FillSegments(Runtime* runtime, uintptr_t page_begin, uintptr_t page_end, MrEntry* entry, SoftMr* mr) {
   entry->segment_count = 0;
   if (page_begin == page_end) return true;
   std::lock_guard<std::mutex> lock(runtime->anchors_mutex);
@@ -240,7 +240,7 @@ ibv_mr* RegisterMr(ibv_pd* pd, void* addr, size_t length, uint64_t iova, unsigne
   uintptr_t start = reinterpret_cast<uintptr_t>(addr);
   uintptr_t page_begin = PageDown(start);
   uintptr_t page_end = length == 0 ? page_begin : PageUp(start + length);
-  if (!AnchorRange(runtime, page_begin, page_end, &entry, mr)) {
+  if (!FillSegments(runtime, page_begin, page_end, &entry, mr)) {
     int err = errno;
     ReleaseBackings(runtime, *mr);
     entry.key.store(0, std::memory_order_release);
