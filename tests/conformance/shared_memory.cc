@@ -166,6 +166,10 @@ std::unique_ptr<SharedArea> SharedArea::Create(SharedKind kind, size_t bytes, ke
     memory->handle_.shmid = shmget(sysv_key, bytes, flags);
     if (memory->handle_.shmid < 0) {
       *reason = Errno("shmget(" + std::to_string(bytes) + " bytes)");
+      if (errno == EPERM && kind == SharedKind::kSysvHuge) {
+        *reason += " (SHM_HUGETLB needs CAP_IPC_LOCK or the group in /proc/sys/vm/hugetlb_shm_group)";
+        *unavailable = true;
+      }
       return nullptr;
     }
     if (shmat(memory->handle_.shmid, first, SHM_REMAP) != first) {
