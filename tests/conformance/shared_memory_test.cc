@@ -3,7 +3,9 @@
 // and ends inside a page; a requester process does remote WRITEs, atomics and READs on it;
 // an attacher process maps the same memory afresh. Every mapping, in this process and in
 // the attacher, sees the WRITEs and atomics; READs see every mapping's stores; after
-// ibv_rereg_mr drops an access right, or after ibv_dereg_mr, remote access fails.
+// ibv_rereg_mr drops an access right, or after ibv_dereg_mr, remote access fails; after
+// ibv_rereg_mr moves the region within the memory, the new range is as shared as the old
+// one was and the old one is reached no more.
 #include <linux/capability.h>
 #include <sys/shm.h>
 #include <sys/syscall.h>
@@ -278,6 +280,22 @@ void SharedMemory::RunKind(SharedKind kind) {
     ASSERT_TRUE(IsUnsupported(errno)) << "ibv_rereg_mr(IBV_REREG_MR_CHANGE_ACCESS): " << strerror(errno);
   }
 
+  // A range moved by ibv_rereg_mr stays shared memory: every mapping sees a WRITE at its
+  // start, and the old start, outside it now, refuses one.
+  uint8_t* moved = region + kPageBytes;
+  if (ibv_rereg_mr(mr_.get(), IBV_REREG_MR_CHANGE_TRANSLATION | IBV_REREG_MR_CHANGE_ACCESS, nullptr, moved,
+                   length - kPageBytes, int(kAllRemoteAccess)) == 0) {
+    Op write{.kind = OpKind::kWrite, .length = kOpBytes, .data = Pattern(seed++), .rkey = mr_->rkey,
+             .address = uint64_t(uintptr_t(moved))};
+    ASSERT_EQ(Remote(write).status, IBV_WC_SUCCESS) << "a WRITE at the start of the range ibv_rereg_mr moved to";
+    ExpectEverywhere(kPageBytes, write.data.data(), kOpBytes, "a remote WRITE after ibv_rereg_mr of the range");
+    write.data = Pattern(seed++);
+    write.address = uint64_t(uintptr_t(region));
+    EXPECT_EQ(Remote(write).status, IBV_WC_REM_ACCESS_ERR) << "a WRITE at the region's old start";
+  } else {
+    ASSERT_TRUE(IsUnsupported(errno)) << "ibv_rereg_mr(IBV_REREG_MR_CHANGE_TRANSLATION): " << strerror(errno);
+  }
+
   // After ibv_dereg_mr remote access fails, and the memory stays as it was.
   std::array<uint8_t, kOpBytes> before;
   std::memcpy(before.data(), region, kOpBytes);
@@ -359,6 +377,38 @@ TEST_P(SharedMemory, RegistersWithoutMapFilesPrivilege) {
   EXPECT_EQ(std::memcmp(heap.data() + kRegionOffset, write.data.data(), kOpBytes), 0)
       << "a WRITE into heap memory registered a second time";
   Finish();
+}
+
+// Moving a registration off a SysV segment (ibv_rereg_mr to private memory) lets the
+// segment go: the provider holds no attachment of it any more, as after ibv_dereg_mr.
+// Moving it back holds the segment again, until the deregistration.
+uint64_t Attachments(int shmid) {
+  shmid_ds status{};
+  return shmctl(shmid, IPC_STAT, &status) == 0 ? uint64_t(status.shm_nattch) : ~uint64_t{0};
+}
+
+TEST_P(SharedMemory, ReregOffSysvReleasesSegment) {
+  CONFORMANCE_SETUP(MakeMemory(SharedKind::kSysv));
+  std::string error;
+  device_ = Device::Open(peer_name(), &error);
+  ASSERT_TRUE(device_ != nullptr) << error;
+  const int shmid = memory_->handle().shmid;
+  const uint64_t unregistered = Attachments(shmid);
+  std::vector<uint8_t> heap(kSmallBytes);
+  MrPtr mr(ibv_reg_mr(device_->pd(), memory_->data(), kSmallBytes, int(kAllRemoteAccess)));
+  ASSERT_TRUE(mr != nullptr) << "ibv_reg_mr on a SysV segment: " << strerror(errno);
+  if (ibv_rereg_mr(mr.get(), IBV_REREG_MR_CHANGE_TRANSLATION, nullptr, heap.data(), heap.size(), 0) != 0) {
+    ASSERT_TRUE(IsUnsupported(errno)) << "ibv_rereg_mr(IBV_REREG_MR_CHANGE_TRANSLATION): " << strerror(errno);
+    GTEST_SKIP() << "ibv_rereg_mr of the range is not supported";
+  }
+  EXPECT_EQ(Attachments(shmid), unregistered) << "the segment is still held after the region moved off it";
+  ASSERT_EQ(ibv_rereg_mr(mr.get(), IBV_REREG_MR_CHANGE_TRANSLATION, nullptr, memory_->data(), kSmallBytes, 0), 0)
+      << "ibv_rereg_mr back onto the segment: " << strerror(errno);
+  if (device_->softnic()) {
+    EXPECT_EQ(Attachments(shmid), unregistered + 1) << "softnic holds no attachment of the segment registered again";
+  }
+  mr.reset();
+  EXPECT_EQ(Attachments(shmid), unregistered) << "the segment is still held after ibv_dereg_mr";
 }
 
 // The owner of a SysV and a memfd registration dies: like any dead peer, RC access gets
