@@ -13,7 +13,7 @@
 namespace softnic {
 
 constexpr uint32_t kFabricMagic = 0x534e4943;  // "SNIC"
-constexpr uint32_t kFabricLayoutVersion = 7;  // bump with every change to this file's shared structs
+constexpr uint32_t kFabricLayoutVersion = 8;  // bump with every change to this file's shared structs
 constexpr uint32_t kMaxDevices = 16;
 constexpr uint32_t kDefaultDevices = 2;
 constexpr uint32_t kMaxProcesses = 128;
@@ -167,11 +167,27 @@ struct QpEntry {
   ObjectRef recv_cq;
 };
 
-// A run of registered pages: a slice of one anchor object (verbs/memory.cc).
+// What holds a run of registered pages, and so how a peer maps it (verbs/memory.cc).
+enum class Backing : uint32_t {
+  kAnchor = 0,      // private memory moved into an anchor object: `id` names the object
+  kSysv = 1,        // a SysV shm segment, `id` its shmid: a peer attaches the whole segment
+  kDescriptor = 2,  // a shared file, memfd or hugetlbfs mapping: `id` names the descriptor the
+                    // owner serves (fabric/descriptors.h)
+};
+
+// A run of registered pages: a slice of one backing object.
 struct MrSegment {
-  uint64_t object_id = 0;      // the anchor object holding these pages
-  uint64_t object_offset = 0;  // byte offset of the first page inside the object
-  uint64_t bytes = 0;          // page multiple; segments are contiguous in address order
+  uint64_t id = 0;
+  uint64_t offset = 0;  // byte offset of the first page inside the backing
+  uint64_t bytes = 0;   // page multiple; segments are contiguous in address order
+  // What a peer must map besides the run, before and after it: the rest of the huge pages
+  // at its ends, or of the SysV segment (attached whole). Non-zero only at the region's
+  // ends, where nothing else of the region lies.
+  uint64_t lead = 0;
+  uint64_t trail = 0;
+  Backing backing = Backing::kAnchor;
+  uint32_t page_shift = 0;  // the backing's page size: a peer maps it at the owner's
+                            // address modulo this
 };
 
 // `generation` is a sequence lock over the rest of the entry. A writer (reg, rereg, dereg,
@@ -194,7 +210,8 @@ struct MrEntry {
   uint64_t va = 0;         // first address in the owner
   uint64_t page_base = 0;  // va rounded down to a page: where segment 0 starts
   MrSegment segments[kMaxMrSegments];
-  // The generation at which `segments` (and va, page_base) last changed: peers key their
+  // The generation at which `segments` (their backings, ids and offsets included; and va,
+  // page_base) last changed: peers key their
   // mappings of the region by it, so that an access or PD change keeps the mapping and a
   // new translation (re-registration, rereg of the range) never reuses an old one.
   uint64_t translation_generation = 0;

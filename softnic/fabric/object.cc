@@ -26,6 +26,8 @@ uint64_t MakeObjectId(uint32_t slot, uint32_t incarnation, uint32_t serial) {
          serial;
 }
 
+uint64_t ObjectOwnerId(uint64_t id) { return id & ~uint64_t{0xffffffff}; }
+
 std::string ObjectPath(const std::string& directory, uint64_t id) {
   char name[32];
   std::snprintf(name, sizeof(name), "/o%016" PRIx64, id);
@@ -91,7 +93,7 @@ void RemoveObjectsOf(const std::string& directory, uint32_t slot, uint32_t incar
     char* end = nullptr;
     uint64_t id = std::strtoull(entry->d_name + 1, &end, 16);
     if (*end != '\0') continue;
-    if ((id & ~uint64_t{0xffffffff}) == owner_bits) unlinkat(dirfd(dir), entry->d_name, 0);
+    if (ObjectOwnerId(id) == owner_bits) unlinkat(dirfd(dir), entry->d_name, 0);
   }
   closedir(dir);
 }

@@ -10,6 +10,9 @@
 namespace softnic {
 
 uint64_t MakeObjectId(uint32_t slot, uint32_t incarnation, uint32_t serial);
+// The id of serial 0 with the owner of `id`: no object has it (serials start at 1), so a
+// process names per-process things with it, such as its descriptor service's socket.
+uint64_t ObjectOwnerId(uint64_t id);
 std::string ObjectPath(const std::string& directory, uint64_t id);
 
 // Creates a zero-filled object of `bytes` and returns an fd for it (-1 and errno on failure).

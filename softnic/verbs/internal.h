@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "softnic/fabric/accounting.h"
+#include "softnic/fabric/descriptors.h"
 #include "softnic/fabric/fabric.h"
 #include "softnic/fabric/layout.h"
 #include "softnic/fabric/process.h"
@@ -93,10 +94,19 @@ struct SoftPd {
   uint32_t pd_id;
 };
 
+// What identifies the backing of a shared mapping in /proc/self/maps.
+struct BackingKey {
+  Backing backing;
+  uint64_t device;
+  uint64_t inode;  // SysV: the shmid
+  auto operator<=>(const BackingKey&) const = default;
+};
+
 struct SoftMr {
   ibv_mr mr;
   uint32_t index;
   std::vector<uintptr_t> anchors;  // anchor start addresses this MR holds a reference on
+  std::vector<BackingKey> shared;  // shared backings this MR holds a reference on
 };
 
 struct SoftChannel {
@@ -261,6 +271,18 @@ struct Anchor {
   uint32_t references;
 };
 
+// Memory that was already shared when registered (verbs/backing.cc).
+struct SharedBacking {
+  uint64_t id;  // MrSegment::id: the shmid, or the descriptor id peers fetch
+  uint32_t page_shift;
+  uint32_t references;  // MRs that use it
+  uint64_t segment_bytes;  // SysV: the segment in whole pages, all that shmat maps
+  // SysV: our own attachment. Like a NIC's pin, it keeps the segment alive while
+  // registered, even after IPC_RMID and the application's shmdt, so its shmid cannot name
+  // another segment while peers may still attach it.
+  void* hold;
+};
+
 class Runtime {
  public:
   // The process's runtime, created on first use; nullptr (with *error) if the fabric
@@ -296,9 +318,12 @@ class Runtime {
   uint8_t* MapMr(uint32_t device, uint32_t index, const MrEntry& entry, uint64_t translation,
                  uint64_t generation);
 
-  // Registered-memory anchors (memory.cc).
+  // Registered-memory anchors (memory.cc) and shared backings (backing.cc), both under
+  // anchors_mutex.
   std::mutex anchors_mutex;
   std::map<uintptr_t, Anchor> anchors;
+  std::map<BackingKey, SharedBacking> shared_backings;
+  DescriptorService descriptors;  // the descriptors of shared backings, for peers
 
   // Writes one byte to a completion or async-event FIFO (of any process; cold path).
   void SignalChannel(uint64_t fifo_id);

@@ -1,20 +1,25 @@
 // Protection domains and memory registration.
 //
-// Registration moves the pages under a region into shared-memory "anchor" objects: their
-// contents are copied into a new object which is then mapped over the same virtual range
+// Private pages under a region move into shared-memory "anchor" objects: their contents
+// are copied into a new object which is then mapped over the same virtual range
 // (MAP_FIXED | MAP_SHARED). The owner keeps its addresses; a peer maps the same objects
 // once, when it first meets the key, and from then on reaches the memory with plain loads
 // and stores. Pages already anchored by an earlier registration are reused, never moved
-// again, so overlapping registrations see one copy of the data.
+// again, so overlapping registrations see one copy of the data. Pages that are already
+// shared (SysV shm, shared file, memfd and hugetlbfs mappings) stay where they are and
+// peers map their backing (backing.cc): a copy would cut the owner off from every other
+// process and mapping that shares them.
 #include <fcntl.h>
 #include <poll.h>
 #include <sys/mman.h>
 #include <unistd.h>
 
 #include <cerrno>
+#include <cinttypes>
 #include <cstring>
 
 #include "softnic/fabric/object.h"
+#include "softnic/verbs/backing.h"
 #include "softnic/verbs/internal.h"
 
 #undef ibv_reg_mr
@@ -83,62 +88,140 @@ bool CreateAnchor(Runtime* runtime, uintptr_t start, uintptr_t end, uint64_t* ob
   return true;
 }
 
-// Fills the entry's segments for [page_begin, page_end), creating anchors for gaps.
-bool AnchorRange(Runtime* runtime, uintptr_t page_begin, uintptr_t page_end, MrEntry* entry,
-                 std::vector<uintptr_t>* held) {
-  std::lock_guard<std::mutex> lock(runtime->anchors_mutex);
+// Shared mappings of objects in the fabric directory are anchors of earlier registrations,
+// deregistered since (or their pages reused by malloc): the owner's private memory, which
+// no one else maps any more and which moves into a new anchor like any private page.
+bool IsPrivate(const Vma& vma, const std::string& directory) {
+  return !vma.shared || (vma.path.size() > directory.size() && vma.path.compare(0, directory.size(), directory) == 0 &&
+                         vma.path[directory.size()] == '/');
+}
+
+// A run of the registered pages and what holds it.
+struct Piece {
+  enum Kind : uint8_t { kAnchored, kPrivate, kShared } kind;
+  uintptr_t start;
+  uintptr_t end;
+  const Vma* vma;  // kShared: the mapping it lies in
+};
+
+// Splits [page_begin, page_end) into runs that are anchored already, private (to be
+// anchored; adjacent private mappings make one run) or shared. Caller holds anchors_mutex.
+bool PlanPieces(Runtime* runtime, uintptr_t page_begin, uintptr_t page_end, const std::vector<Vma>& vmas,
+                std::vector<Piece>* pieces) {
   auto& anchors = runtime->anchors;
-  // Count segments first so that a registration that cannot fit changes nothing.
-  uint32_t needed = 0;
-  for (uintptr_t cursor = page_begin; cursor < page_end; ++needed) {
-    auto it = anchors.upper_bound(cursor);
-    if (it != anchors.begin() && std::prev(it)->second.end > cursor) {
-      cursor = std::prev(it)->second.end;
-    } else {
-      cursor = it == anchors.end() ? page_end : std::min<uintptr_t>(it->first, page_end);
-    }
-  }
-  if (needed > kMaxMrSegments) {
-    errno = ENOMEM;
-    Warn("ibv_reg_mr: range overlaps %u earlier registrations in pieces; at most %u fit",
-         needed, kMaxMrSegments);
-    return false;
-  }
-  entry->segment_count = 0;
+  size_t v = 0;
   for (uintptr_t cursor = page_begin; cursor < page_end;) {
     auto it = anchors.upper_bound(cursor);
-    uintptr_t anchor_start;
     if (it != anchors.begin() && std::prev(it)->second.end > cursor) {
-      anchor_start = std::prev(it)->first;
-    } else {
-      uintptr_t gap_end = it == anchors.end() ? page_end : std::min<uintptr_t>(it->first, page_end);
-      uint64_t id = 0;
-      if (!CreateAnchor(runtime, cursor, gap_end, &id)) return false;
-      anchors.emplace(cursor, Anchor{gap_end, id, 0});
-      anchor_start = cursor;
+      uintptr_t stop = std::min<uintptr_t>(std::prev(it)->second.end, page_end);
+      pieces->push_back(Piece{Piece::kAnchored, cursor, stop, nullptr});
+      cursor = stop;
+      continue;
     }
-    Anchor& anchor = anchors[anchor_start];
-    uintptr_t segment_end = std::min<uintptr_t>(anchor.end, page_end);
-    MrSegment& segment = entry->segments[entry->segment_count++];
-    segment.object_id = anchor.object_id;
-    segment.object_offset = cursor - anchor_start;
-    segment.bytes = segment_end - cursor;
-    anchor.references++;
-    held->push_back(anchor_start);
-    cursor = segment_end;
+    uintptr_t limit = it == anchors.end() ? page_end : std::min<uintptr_t>(it->first, page_end);
+    while (v < vmas.size() && vmas[v].end <= cursor) ++v;
+    if (v == vmas.size() || vmas[v].start > cursor) {
+      Warn("ibv_reg_mr: page %#" PRIxPTR " of the region [%#" PRIxPTR ", %#" PRIxPTR ") is not mapped", cursor,
+           page_begin, page_end);
+      errno = EFAULT;
+      return false;
+    }
+    const Vma& vma = vmas[v];
+    const std::string& directory = runtime->directory();
+    bool private_run = IsPrivate(vma, directory);
+    uintptr_t stop = std::min<uintptr_t>(vma.end, limit);
+    for (size_t w = v + 1; private_run && stop < limit && w < vmas.size() && vmas[w].start == stop &&
+                           IsPrivate(vmas[w], directory);
+         ++w) {
+      stop = std::min<uintptr_t>(vmas[w].end, limit);
+    }
+    pieces->push_back(Piece{private_run ? Piece::kPrivate : Piece::kShared, cursor, stop, &vma});
+    cursor = stop;
   }
   return true;
 }
 
-void ReleaseAnchors(Runtime* runtime, const std::vector<uintptr_t>& held) {
+void FillAnchorSegment(Runtime* runtime, uintptr_t anchor_start, const Piece& piece, MrSegment* segment,
+                       SoftMr* mr) {
+  Anchor& anchor = runtime->anchors[anchor_start];
+  segment->backing = Backing::kAnchor;
+  segment->id = anchor.object_id;
+  segment->offset = piece.start - anchor_start;
+  segment->bytes = piece.end - piece.start;
+  segment->lead = segment->trail = 0;
+  segment->page_shift = 0;
+  anchor.references++;
+  mr->anchors.push_back(anchor_start);
+}
+
+// Fills the entry's segments for [page_begin, page_end): anchors for private pages, the
+// backing itself for shared ones. What it took is in mr->anchors and mr->shared, also on
+// failure.
+bool FillSegments(Runtime* runtime, uintptr_t page_begin, uintptr_t page_end, MrEntry* entry, SoftMr* mr) {
+  entry->segment_count = 0;
+  if (page_begin == page_end) return true;
   std::lock_guard<std::mutex> lock(runtime->anchors_mutex);
-  for (uintptr_t start : held) {
+  std::vector<Vma> vmas;
+  if (!ReadMappings(page_begin, page_end, &vmas)) {
+    int err = errno;
+    Warn("ibv_reg_mr: cannot read /proc/self/maps: %s", std::strerror(err));
+    errno = err;
+    return false;
+  }
+  std::vector<Piece> pieces;
+  if (!PlanPieces(runtime, page_begin, page_end, vmas, &pieces)) return false;
+  // Nothing has changed yet, so a registration that cannot fit changes nothing.
+  if (pieces.size() > kMaxMrSegments) {
+    errno = ENOMEM;
+    Warn("ibv_reg_mr: range [%#" PRIxPTR ", %#" PRIxPTR ") comes in %zu pieces (earlier registrations, private "
+         "and shared mappings); at most %u fit",
+         page_begin, page_end, pieces.size(), kMaxMrSegments);
+    return false;
+  }
+  // Shared pieces first: they fail without having moved any page.
+  for (size_t i = 0; i < pieces.size(); ++i) {
+    const Piece& piece = pieces[i];
+    if (piece.kind != Piece::kShared) continue;
+    MrSegment& segment = entry->segments[i];
+    BackingKey key;
+    if (!HoldSharedBacking(runtime, *piece.vma, piece.start, piece.end, &segment, &key)) return false;
+    mr->shared.push_back(key);
+    if ((i > 0 && segment.lead != 0) || (i + 1 < pieces.size() && segment.trail != 0)) {
+      Warn("ibv_reg_mr: [%#" PRIxPTR ", %#" PRIxPTR ") covers part of %s '%s' with other memory of the region "
+           "on both sides; peers map %s whole, so a region may cut one only at its first or last page",
+           piece.start, piece.end, segment.backing == Backing::kSysv ? "SysV segment" : "a huge page of",
+           piece.vma->path.c_str(), segment.backing == Backing::kSysv ? "SysV segments" : "huge pages");
+      errno = EINVAL;
+      return false;
+    }
+  }
+  for (size_t i = 0; i < pieces.size(); ++i) {
+    const Piece& piece = pieces[i];
+    if (piece.kind == Piece::kShared) continue;
+    uintptr_t anchor_start = piece.start;
+    if (piece.kind == Piece::kAnchored) {
+      anchor_start = std::prev(runtime->anchors.upper_bound(piece.start))->first;
+    } else {
+      uint64_t id = 0;
+      if (!CreateAnchor(runtime, piece.start, piece.end, &id)) return false;
+      runtime->anchors.emplace(piece.start, Anchor{piece.end, id, 0});
+    }
+    FillAnchorSegment(runtime, anchor_start, piece, &entry->segments[i], mr);
+  }
+  entry->segment_count = uint32_t(pieces.size());
+  return true;
+}
+
+void ReleaseBackings(Runtime* runtime, const SoftMr& mr) {
+  std::lock_guard<std::mutex> lock(runtime->anchors_mutex);
+  for (uintptr_t start : mr.anchors) {
     auto it = runtime->anchors.find(start);
     if (it == runtime->anchors.end() || --it->second.references > 0) continue;
     // The pages stay mapped for the owner; only the name goes, so no new peer can map it.
     RemoveObject(runtime->directory(), it->second.object_id);
     runtime->anchors.erase(it);
   }
+  for (const BackingKey& key : mr.shared) ReleaseSharedBacking(runtime, key);
 }
 
 int32_t ClaimMrIndex(DeviceEntry* device) {
@@ -172,9 +255,9 @@ ibv_mr* RegisterMr(ibv_pd* pd, void* addr, size_t length, uint64_t iova, unsigne
   uintptr_t start = reinterpret_cast<uintptr_t>(addr);
   uintptr_t page_begin = PageDown(start);
   uintptr_t page_end = length == 0 ? page_begin : PageUp(start + length);
-  if (!AnchorRange(runtime, page_begin, page_end, &entry, &mr->anchors)) {
+  if (!FillSegments(runtime, page_begin, page_end, &entry, mr)) {
     int err = errno;
-    ReleaseAnchors(runtime, mr->anchors);
+    ReleaseBackings(runtime, *mr);
     EndMrChange(entry);
     entry.key.store(0, std::memory_order_release);
     delete mr;
@@ -296,14 +379,17 @@ int ibv_dereg_mr(ibv_mr* mr) {
   SoftMr* soft = ToSoft(mr);
   Runtime* runtime = Runtime::Get();
   ClearMrEntry(ToSoft(mr->context)->device->mrs[soft->index]);
-  ReleaseAnchors(runtime, soft->anchors);
+  ReleaseBackings(runtime, *soft);
   delete soft;
   return 0;
 }
 
 // rdma-core's argument checks (libibverbs/verbs.c), then one change of the entry: every
 // translation of the region cached anywhere dies with it, before this returns. A new range
-// is anchored first, so that a failure leaves the registration as it was. The keys stay.
+// is registered first, as reg_mr registers one (private pages anchored, shared ones held
+// with their backing), so that a failure leaves the registration as it was; the old
+// range's anchors and backings are released only once the entry names the new one. The
+// keys stay.
 int ibv_rereg_mr(ibv_mr* mr, int flags, ibv_pd* pd, void* addr, size_t length, int access) {
   SoftMr* soft = ToSoft(mr);
   MrEntry& entry = ToSoft(mr->context)->device->mrs[soft->index];
@@ -329,11 +415,11 @@ int ibv_rereg_mr(ibv_mr* mr, int flags, ibv_pd* pd, void* addr, size_t length, i
   }
   Runtime* runtime = Runtime::Get();
   MrEntry staged;
-  std::vector<uintptr_t> held;
+  SoftMr held{};  // what the new range holds: its anchors and shared backings
   uintptr_t start = reinterpret_cast<uintptr_t>(addr);
-  if (translation && !AnchorRange(runtime, PageDown(start), PageUp(start + length), &staged, &held)) {
+  if (translation && !FillSegments(runtime, PageDown(start), PageUp(start + length), &staged, &held)) {
     int err = errno;
-    ReleaseAnchors(runtime, held);
+    ReleaseBackings(runtime, held);
     errno = err;
     return IBV_REREG_MR_ERR_CMD;
   }
@@ -351,8 +437,9 @@ int ibv_rereg_mr(ibv_mr* mr, int flags, ibv_pd* pd, void* addr, size_t length, i
   }
   EndMrChange(entry);
   if (translation) {
-    ReleaseAnchors(runtime, soft->anchors);
-    soft->anchors = std::move(held);
+    ReleaseBackings(runtime, *soft);
+    soft->anchors = std::move(held.anchors);
+    soft->shared = std::move(held.shared);
     mr->addr = addr;
     mr->length = length;
   }

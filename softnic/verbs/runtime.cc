@@ -14,6 +14,7 @@
 #include <thread>
 
 #include "softnic/fabric/object.h"
+#include "softnic/verbs/backing.h"
 #include "softnic/verbs/internal.h"
 
 namespace softnic {
@@ -133,35 +134,10 @@ uint8_t* Runtime::MapMr(uint32_t device, uint32_t index, const MrEntry& entry, u
   if (entry.owner_slot == self_.slot && entry.owner_incarnation == self_.incarnation) {
     base = reinterpret_cast<uint8_t*>(entry.page_base);
   } else {
-    uint64_t span = 0;
-    for (uint32_t s = 0; s < entry.segment_count; ++s) span += entry.segments[s].bytes;
-    if (span == 0) span = kPageBytes;
-    // Reserve the whole range first so the segments land side by side, as in the owner,
-    // between two inaccessible guard pages: a stray access past the region faults here
-    // instead of touching a neighbouring mapping.
-    size_t reserved_bytes = span + 2 * kPageBytes;
-    void* reserved = mmap(nullptr, reserved_bytes, PROT_NONE,
-                          MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-    if (reserved == MAP_FAILED) return nullptr;
-    uint8_t* first = static_cast<uint8_t*>(reserved) + kPageBytes;
-    uint64_t offset = 0;
-    for (uint32_t s = 0; s < entry.segment_count; ++s) {
-      const MrSegment& segment = entry.segments[s];
-      if (MapObject(directory(), segment.object_id, segment.bytes, segment.object_offset,
-                    first + offset) == nullptr) {
-        munmap(reserved, reserved_bytes);
-        return nullptr;
-      }
-      offset += segment.bytes;
-    }
     // Segments read while the owner changed the entry may name the wrong objects: such a
-    // mapping was never published, so it goes at once.
-    std::atomic_thread_fence(std::memory_order_acquire);
-    if (entry.generation.load(std::memory_order_relaxed) != generation) {
-      munmap(reserved, reserved_bytes);
-      return nullptr;
-    }
-    base = first;
+    // mapping is never published (MapSegments checks the generation before and after).
+    base = MapSegments(directory(), entry, generation);
+    if (base == nullptr) return nullptr;
   }
   // A mapping replaced here (its MR was deregistered) stays mapped: another thread of
   // this process may still be copying through it.

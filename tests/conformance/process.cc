@@ -81,6 +81,49 @@ bool Channel::RecvVector(std::vector<uint64_t>* values, std::chrono::millisecond
   return Recv(values->data(), count * sizeof(uint64_t), timeout);
 }
 
+namespace {
+
+// One byte with room for one descriptor beside it (SCM_RIGHTS). Not copyable: it points
+// into itself.
+struct FdMessage {
+  uint8_t byte = 0;
+  iovec payload{&byte, 1};
+  alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int))] = {};
+  msghdr header{};
+  FdMessage() {
+    header.msg_iov = &payload;
+    header.msg_iovlen = 1;
+    header.msg_control = control;
+    header.msg_controllen = sizeof(control);
+  }
+  FdMessage(const FdMessage&) = delete;
+  FdMessage& operator=(const FdMessage&) = delete;
+};
+
+}  // namespace
+
+bool Channel::SendFd(int fd) {
+  FdMessage message;
+  cmsghdr* header = CMSG_FIRSTHDR(&message.header);
+  header->cmsg_level = SOL_SOCKET;
+  header->cmsg_type = SCM_RIGHTS;
+  header->cmsg_len = CMSG_LEN(sizeof(int));
+  std::memcpy(CMSG_DATA(header), &fd, sizeof(int));
+  return sendmsg(fd_, &message.header, MSG_NOSIGNAL) == 1;
+}
+
+int Channel::RecvFd(std::chrono::milliseconds timeout) {
+  pollfd pfd{fd_, POLLIN, 0};
+  if (poll(&pfd, 1, static_cast<int>(timeout.count())) <= 0) return -1;
+  FdMessage message;
+  if (recvmsg(fd_, &message.header, MSG_CMSG_CLOEXEC) != 1) return -1;
+  cmsghdr* header = CMSG_FIRSTHDR(&message.header);
+  if (header == nullptr || header->cmsg_level != SOL_SOCKET || header->cmsg_type != SCM_RIGHTS) return -1;
+  int fd;
+  std::memcpy(&fd, CMSG_DATA(header), sizeof(int));
+  return fd;
+}
+
 std::unique_ptr<Child> Child::Spawn(const std::string& name, const std::vector<std::string>& args,
                                     std::string* error) {
   int fds[2];

@@ -43,6 +43,9 @@ class Channel {
   }
   bool SendVector(const std::vector<uint64_t>& values);
   bool RecvVector(std::vector<uint64_t>* values, std::chrono::milliseconds timeout);
+  // A file descriptor (SCM_RIGHTS); the receiver gets its own, or -1 on timeout or error.
+  bool SendFd(int fd);
+  int RecvFd(std::chrono::milliseconds timeout);
 
  private:
   int fd_;

@@ -1,12 +1,16 @@
 // Randomized remote-access safety test, for any provider.
 //
 // A target process registers regions inside buffers fenced by PROT_NONE guard pages, with
-// random offsets, lengths and access flags, plus one deregistered key. A requester process
+// random offsets, lengths and access flags, plus one deregistered key: buffers of private
+// memory, and buffers of memory that is already shared (every kind of shared_memory.h the
+// machine has: SysV with and without huge pages, shared files, memfds, hugetlbfs files,
+// huge-page memfds), which a provider must reach where it is. A requester process
 // issues SAFETY_OPS (default 1,000,000) random RDMA WRITE / READ / FETCH_ADD / CMP_SWAP with
 // random keys, addresses and lengths. Every so often it also has the target change what
 // those operations meet: the target QP's qp_access_flags (ibv_modify_qp), a region's access
 // flags, PD or range (ibv_rereg_mr), or a region deregistered and registered again with a
-// new key. Most changes complete before the next operation; some race with the operations
+// new key (of a shared buffer: registered again through its backing, the old one released).
+// Most changes complete before the next operation; some race with the operations
 // that follow them, which may then see the old state or the new one (or, while a region is
 // between dereg and reg, no region at all).
 //
@@ -15,9 +19,11 @@
 // a target QP that does not enable the operation). A shadow copy of every buffer predicts
 // what successful READs and atomics return; bytes a racing operation may have written are
 // "uncertain" until an ordinary operation writes them again. At the end the target sends its
-// buffers back, and every certain byte, inside regions or not, must equal the shadow. A stray
-// access past a buffer faults on a guard page and fails the test.
+// buffers back, and every certain byte, inside regions or not, must equal the shadow: of a
+// shared buffer the whole of it (a huge page or a SysV segment is larger than the region).
+// A stray access past a buffer faults on a guard page and fails the test.
 #include <infiniband/verbs.h>
+#include <sys/ipc.h>
 #include <sys/mman.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -28,14 +34,19 @@
 #include <cstdlib>
 #include <cstring>
 #include <iterator>
+#include <memory>
 #include <random>
+#include <string>
 #include <vector>
+
+#include "shared_memory.h"
 
 namespace {
 
 constexpr size_t kPageBytes = 4096;
-constexpr int kRegions = 8;
-constexpr size_t kBufferPages = 4;
+constexpr int kPrivateRegions = 8;
+constexpr int kMaxRegions = kPrivateRegions + 6;  // and one per kind of shared memory
+constexpr size_t kBufferPages = 4;  // the most a region spans; a private buffer has just these
 constexpr size_t kBufferBytes = kBufferPages * kPageBytes;
 constexpr uint8_t kCanary = 0xa5;
 constexpr uint32_t kMaxOpBytes = 2 * kPageBytes;
@@ -77,8 +88,10 @@ struct Endpoint {
 
 struct TargetInfo {
   Endpoint endpoint;
-  uint64_t buffers[kRegions];  // address of each fenced buffer
-  RegionInfo regions[kRegions];
+  uint64_t buffers[kMaxRegions];       // address of each fenced buffer
+  uint64_t buffer_bytes[kMaxRegions];  // its size: kBufferBytes, or the shared memory's
+  RegionInfo regions[kMaxRegions];
+  int32_t region_count;                // kPrivateRegions, then one per shared kind the machine has
   uint32_t dead_rkey;
   uint32_t qp_access;
   uint64_t seed;
@@ -205,14 +218,59 @@ uint8_t InitialByte(uint64_t seed, int region, uint64_t offset) {
   return uint8_t((seed >> (offset % 7)) ^ (uint64_t(region) * 131) ^ (offset * 2654435761u));
 }
 
+// A random range of at most kBufferBytes inside a buffer of `bytes`: for a private buffer
+// within its first page and on, for shared memory anywhere (at its start, its end, or inside
+// a huge page, where the rest of the page is the provider's to leave alone).
+template <typename Random>
+void RandomRange(Random& random, uint64_t bytes, uint64_t* offset, uint64_t* length) {
+  *offset = random() % (bytes - (kBufferPages - 1) * kPageBytes);
+  uint64_t span = std::min<uint64_t>(bytes - *offset, kBufferBytes);
+  *length = 8 + random() % (span - 8);
+}
+
 // ---- target ------------------------------------------------------------------------
+
+// A buffer under a region: private pages between guard pages, or shared memory of one kind.
+struct Buffer {
+  uint8_t* base;
+  size_t bytes;
+  std::unique_ptr<conformance::SharedArea> shared;
+};
+
+std::vector<Buffer> MakeBuffers() {
+  std::vector<Buffer> buffers;
+  for (int r = 0; r < kPrivateRegions; ++r) {
+    size_t total = kBufferBytes + 2 * kPageBytes;
+    auto* base = static_cast<uint8_t*>(mmap(nullptr, total, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0));
+    if (base == MAP_FAILED) Die("mmap");
+    if (mprotect(base + kPageBytes, kBufferBytes, PROT_READ | PROT_WRITE)) Die("mprotect");
+    buffers.push_back(Buffer{base + kPageBytes, kBufferBytes, nullptr});
+  }
+  for (conformance::SharedKind kind : conformance::AllSharedKinds()) {
+    std::string reason;
+    bool unavailable = false;
+    size_t bytes = conformance::IsHuge(kind) ? conformance::kHugePageBytes : kBufferBytes;
+    auto shared = conformance::SharedArea::Create(kind, bytes, IPC_PRIVATE, &reason, &unavailable);
+    if (shared == nullptr && !unavailable) {
+      Die(("creating " + conformance::SharedKindName(kind) + " memory: " + reason).c_str());
+    }
+    if (shared == nullptr) {
+      std::fprintf(stderr, "safety: no %s region: %s\n", conformance::SharedKindName(kind).c_str(), reason.c_str());
+      continue;
+    }
+    uint8_t* base = shared->data();
+    buffers.push_back(Buffer{base, bytes, std::move(shared)});
+  }
+  return buffers;
+}
 
 struct Target {
   Verbs v;
   ibv_pd* other_pd = nullptr;
-  uint8_t* buffers[kRegions] = {};
-  ibv_mr* mrs[kRegions] = {};
-  RegionInfo regions[kRegions] = {};
+  std::vector<Buffer> buffers;
+  int region_count = 0;
+  ibv_mr* mrs[kMaxRegions] = {};
+  RegionInfo regions[kMaxRegions] = {};
 };
 
 RegionInfo Describe(const ibv_mr* mr, uint32_t access, bool in_qp_pd) {
@@ -221,9 +279,10 @@ RegionInfo Describe(const ibv_mr* mr, uint32_t access, bool in_qp_pd) {
 
 ChangeReply Apply(Target& t, const Change& change) {
   ChangeReply reply{};
-  RegionInfo& region = t.regions[change.region % kRegions];
-  ibv_mr*& mr = t.mrs[change.region % kRegions];
-  uint8_t* buffer = t.buffers[change.region % kRegions];
+  uint32_t index = change.region % uint32_t(t.region_count);
+  RegionInfo& region = t.regions[index];
+  ibv_mr*& mr = t.mrs[index];
+  uint8_t* buffer = t.buffers[index].base;
   errno = 0;
   switch (change.kind) {
     case ChangeKind::kQpAccess: {
@@ -275,24 +334,24 @@ int RunTarget(int to_requester, int from_requester) {
   std::mt19937_64 random(std::random_device{}());
   TargetInfo info{};
   info.seed = random();
-  for (int r = 0; r < kRegions; ++r) {
-    size_t total = kBufferBytes + 2 * kPageBytes;
-    auto* base = static_cast<uint8_t*>(mmap(nullptr, total, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0));
-    if (base == MAP_FAILED) Die("mmap");
-    t.buffers[r] = base + kPageBytes;
-    if (mprotect(t.buffers[r], kBufferBytes, PROT_READ | PROT_WRITE)) Die("mprotect");
-    std::memset(t.buffers[r], kCanary, kBufferBytes);
-    uint64_t offset = random() % kPageBytes;
-    uint64_t length = 8 + random() % (kBufferBytes - offset - 8);
-    for (uint64_t i = 0; i < length; ++i) t.buffers[r][offset + i] = InitialByte(info.seed, r, offset + i);
+  t.buffers = MakeBuffers();
+  t.region_count = int(t.buffers.size());
+  info.region_count = t.region_count;
+  for (int r = 0; r < t.region_count; ++r) {
+    Buffer& buffer = t.buffers[size_t(r)];
+    std::memset(buffer.base, kCanary, buffer.bytes);
+    uint64_t offset, length;
+    RandomRange(random, buffer.bytes, &offset, &length);
+    for (uint64_t i = 0; i < length; ++i) buffer.base[offset + i] = InitialByte(info.seed, r, offset + i);
     uint32_t access = kRegionAccess[random() % std::size(kRegionAccess)];
-    t.mrs[r] = ibv_reg_mr(t.v.pd, t.buffers[r] + offset, length, int(access));
+    t.mrs[r] = ibv_reg_mr(t.v.pd, buffer.base + offset, length, int(access));
     if (!t.mrs[r]) Die("ibv_reg_mr");
     t.regions[r] = Describe(t.mrs[r], access, true);
-    info.buffers[r] = uint64_t(uintptr_t(t.buffers[r]));
+    info.buffers[r] = uint64_t(uintptr_t(buffer.base));
+    info.buffer_bytes[r] = buffer.bytes;
     info.regions[r] = t.regions[r];
   }
-  ibv_mr* dead = ibv_reg_mr(t.v.pd, t.buffers[0], 64, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE |
+  ibv_mr* dead = ibv_reg_mr(t.v.pd, t.buffers[0].base, 64, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE |
                                                          IBV_ACCESS_REMOTE_READ);
   if (!dead) Die("ibv_reg_mr (to deregister)");
   info.dead_rkey = dead->rkey;
@@ -312,7 +371,7 @@ int RunTarget(int to_requester, int from_requester) {
     ChangeReply reply = Apply(t, change);
     WriteAll(to_requester, &reply, sizeof(reply));
   }
-  for (int r = 0; r < kRegions; ++r) WriteAll(to_requester, t.buffers[r], kBufferBytes);
+  for (const Buffer& buffer : t.buffers) WriteAll(to_requester, buffer.base, buffer.bytes);
   return 0;
 }
 
@@ -320,7 +379,8 @@ int RunTarget(int to_requester, int from_requester) {
 
 // What the requester knows of the target: its regions and QP access flags.
 struct TargetState {
-  RegionInfo regions[kRegions];
+  RegionInfo regions[kMaxRegions];
+  int region_count;
   uint32_t qp_access;
 };
 
@@ -337,7 +397,7 @@ uint32_t NeededAccess(int kind) {
 
 // The region whose current key is `key`, or -1.
 int RegionOfKey(const TargetState& state, uint32_t key) {
-  for (int r = 0; r < kRegions; ++r)
+  for (int r = 0; r < state.region_count; ++r)
     if (state.regions[r].rkey == key) return r;
   return -1;
 }
@@ -381,7 +441,9 @@ struct Requester {
   bool range_change_supported = true;
   bool rereg_supported = true;
   long counts[3] = {0, 0, 0};  // success, access errors, invalid-request errors
+  long shared_successes = 0;   // successes on shared memory
   long changes[size_t(ChangeKind::kCount)] = {};
+  long shared_changes = 0;     // changes of regions of shared memory
   long racing_ops = 0;
 
   // Which buffer (and offset) an address of region r's key lands in.
@@ -389,7 +451,7 @@ struct Requester {
 
   Op RandomOp() {
     Op op{};
-    int r = int(random() % kRegions);
+    int r = int(random() % uint64_t(state.region_count));
     const RegionInfo& region = state.regions[r];
     op.kind = int(random() % 4);
     uint32_t pick = random() % 100;
@@ -400,7 +462,7 @@ struct Requester {
     } else if (pick < 94) {
       op.key = dead_keys[random() % dead_keys.size()];
     } else {
-      op.key = state.regions[random() % kRegions].rkey;
+      op.key = state.regions[random() % uint64_t(state.region_count)].rkey;
     }
     bool atomic = op.kind >= 2;
     op.length = atomic ? 8 : 1 + random() % kMaxOpBytes;
@@ -418,7 +480,7 @@ struct Requester {
 
   Change RandomChange() {
     Change change{};
-    change.region = uint32_t(random() % kRegions);
+    change.region = uint32_t(random() % uint64_t(state.region_count));
     uint32_t pick = random() % 100;
     if (pick < 25 || !rereg_supported) {
       change.kind = ChangeKind::kQpAccess;
@@ -430,7 +492,7 @@ struct Requester {
       change.kind = ChangeKind::kReregPd;
       // Mostly back to the QP's PD, so that most regions stay reachable.
       if (random() % 10 < 7) {
-        for (uint32_t r = 0; r < kRegions; ++r) {
+        for (uint32_t r = 0; r < uint32_t(state.region_count); ++r) {
           if (!state.regions[r].in_qp_pd) change.region = r;
         }
       }
@@ -440,8 +502,10 @@ struct Requester {
       change.kind = ChangeKind::kReregister;
       change.access = kRegionAccess[random() % std::size(kRegionAccess)];
     }
-    change.offset = uint32_t(random() % kPageBytes);
-    change.length = uint32_t(8 + random() % (kBufferBytes - change.offset - 8));
+    uint64_t offset, length;
+    RandomRange(random, info.buffer_bytes[change.region], &offset, &length);
+    change.offset = uint32_t(offset);
+    change.length = uint32_t(length);
     return change;
   }
 
@@ -519,6 +583,7 @@ struct Requester {
       return true;
     }
     ++counts[0];
+    if (success_region >= kPrivateRegions) ++shared_successes;
     uint8_t* mirror = &shadow[buffer][at];
     uint8_t* unsure = &uncertain[buffer][at];
     if (op.kind == 0) {
@@ -596,6 +661,7 @@ struct Requester {
       return true;
     }
     ++changes[size_t(change.kind)];
+    if (change.kind != ChangeKind::kQpAccess && change.region >= uint32_t(kPrivateRegions)) ++shared_changes;
     state = After(change, reply);
     if (change.kind == ChangeKind::kReregister && state.regions[change.region].rkey != old_key) ForgetKey(old_key);
     return true;
@@ -603,11 +669,12 @@ struct Requester {
 
   // The target's buffers, byte for byte, against the shadow (uncertain bytes excepted).
   bool CheckBuffers() {
-    std::vector<uint8_t> actual(kBufferBytes);
+    std::vector<uint8_t> actual;
     long damaged = 0;
-    for (int r = 0; r < kRegions; ++r) {
-      ReadAll(from_target, actual.data(), kBufferBytes);
-      for (size_t i = 0; i < kBufferBytes; ++i) {
+    for (int r = 0; r < state.region_count; ++r) {
+      actual.resize(info.buffer_bytes[r]);
+      ReadAll(from_target, actual.data(), actual.size());
+      for (size_t i = 0; i < actual.size(); ++i) {
         if (!uncertain[r][i] && actual[i] != shadow[r][i]) {
           if (damaged++ < 5) {
             std::fprintf(stderr, "safety: buffer %d byte %zu is %#x, expected %#x\n", r, i, actual[i], shadow[r][i]);
@@ -633,12 +700,16 @@ int RunRequester(int from_target, int to_target, long operations) {
   q.local.resize(kMaxOpBytes + 64);
   q.local_mr = ibv_reg_mr(q.v.pd, q.local.data(), q.local.size(), IBV_ACCESS_LOCAL_WRITE);
   if (!q.local_mr) Die("local ibv_reg_mr");
-  std::copy(q.info.regions, q.info.regions + kRegions, q.state.regions);
+  int regions = q.info.region_count;
+  std::copy(q.info.regions, q.info.regions + regions, q.state.regions);
+  q.state.region_count = regions;
   q.state.qp_access = q.info.qp_access;
   q.dead_keys.push_back(q.info.dead_rkey);
-  q.shadow.assign(kRegions, std::vector<uint8_t>(kBufferBytes, kCanary));
-  q.uncertain.assign(kRegions, std::vector<uint8_t>(kBufferBytes, 0));
-  for (int r = 0; r < kRegions; ++r) {
+  for (int r = 0; r < regions; ++r) {
+    q.shadow.emplace_back(q.info.buffer_bytes[r], kCanary);
+    q.uncertain.emplace_back(q.info.buffer_bytes[r], 0);
+  }
+  for (int r = 0; r < regions; ++r) {
     size_t begin = q.BufferOffset(r, q.info.regions[r].addr);
     for (uint64_t i = 0; i < q.info.regions[r].length; ++i) q.shadow[r][begin + i] = InitialByte(q.info.seed, r, begin + i);
   }
@@ -658,13 +729,15 @@ int RunRequester(int from_target, int to_target, long operations) {
   if (!q.CheckBuffers()) return 1;
   long total_changes = 0;
   for (long c : q.changes) total_changes += c;
-  std::printf("safety: %ld operations: %ld succeeded, %ld access errors, %ld invalid requests, all as predicted; "
-              "%ld changes (QP access %ld, rereg access %ld, rereg PD %ld, rereg range %ld, re-register %ld), "
-              "%ld operations raced one\n",
-              operations, q.counts[0], q.counts[1], q.counts[2], total_changes,
-              q.changes[size_t(ChangeKind::kQpAccess)], q.changes[size_t(ChangeKind::kReregAccess)],
-              q.changes[size_t(ChangeKind::kReregPd)], q.changes[size_t(ChangeKind::kReregRange)],
-              q.changes[size_t(ChangeKind::kReregister)], q.racing_ops);
+  std::printf("safety: %ld operations on %d regions (%d of shared memory): %ld succeeded (%ld on shared memory), "
+              "%ld access errors, %ld invalid requests, all as predicted; "
+              "%ld changes (QP access %ld, rereg access %ld, rereg PD %ld, rereg range %ld, re-register %ld; "
+              "%ld of regions of shared memory), %ld operations raced one\n",
+              operations, regions, regions - kPrivateRegions, q.counts[0], q.shared_successes, q.counts[1],
+              q.counts[2], total_changes, q.changes[size_t(ChangeKind::kQpAccess)],
+              q.changes[size_t(ChangeKind::kReregAccess)], q.changes[size_t(ChangeKind::kReregPd)],
+              q.changes[size_t(ChangeKind::kReregRange)], q.changes[size_t(ChangeKind::kReregister)],
+              q.shared_changes, q.racing_ops);
   return 0;
 }
 
