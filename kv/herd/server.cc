@@ -126,7 +126,6 @@ class Server {
   std::vector<ClientAddress> clients_;
   std::vector<AhPtr> process_ahs_;  // one per client process
   std::vector<std::unique_ptr<Worker>> workers_;
-  std::uint32_t max_inline_ = 0;
 
  private:
   void ConnectClients();
