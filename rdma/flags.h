@@ -67,6 +67,47 @@ std::function<nlohmann::json(const Options&)> FieldGetter(T Options::*field) {
   [](Options& o, const std::string& v) { o.field = ::rdmalab::ParseSeconds(#field, v, min); }, \
       ::rdmalab::FieldGetter(&Options::field)
 
+// The flags every program's table shares, for the fields ParticipantConfigFrom (rdma/session.h)
+// and WriteDocument (rdma/program.h) read: where the device is and how a standalone run
+// meets its server (first in a table), and run control (last).
+template <typename Options>
+std::vector<Flag<Options>> ConnectionFlags() {
+  return {
+      {"ib-dev", 'd', "NAME", false, "RDMA device (default: the first one listed)", RDMALAB_STRING_FLAG(ib_dev)},
+      {"ib-port", 'i', "N", false, "device port", RDMALAB_INT_FLAG(ib_port, 1, 255)},
+      {"gid-index", 'x', "N", false, "GID index; -1: none on IB, 0 on RoCE", RDMALAB_INT_FLAG(gid_index, -1, 1024)},
+      {"port", 'p', "N", false, "TCP port of a standalone server's rendezvous", RDMALAB_INT_FLAG(port, 1, 65535)},
+      {"rendezvous", 0, "HOST:PORT", false, "coordinator's rendezvous (token in $RDMALAB_RENDEZVOUS_TOKEN)",
+       RDMALAB_STRING_FLAG(rendezvous)},
+  };
+}
+
+template <typename Options>
+std::vector<Flag<Options>> RunControlFlags() {
+  return {
+      {"timeout", 0, "SEC", false, "whole-run deadline", RDMALAB_SECONDS_FLAG(timeout_s, 0.1)},
+      {"cpus", 0, "LIST", false, "CPUs for the threads (default: the device's NUMA node)", RDMALAB_STRING_FLAG(cpus)},
+      {"use_hugepages", 0, nullptr, false, "2 MiB hugepages for registered memory",
+       RDMALAB_SWITCH_FLAG(use_hugepages)},
+      {"out_json", 0, "[=FILE]", false, "one JSON document to FILE, or to stdout (table then on stderr)",
+       [](Options& o, const std::string& v) {
+         o.out_json = true;
+         o.out_json_file = v;
+       },
+       [](const Options& o) { return nlohmann::json(o.out_json_file); }},
+  };
+}
+
+// A program's table: the shared connection flags, its own, then the shared run control.
+template <typename Options>
+std::vector<Flag<Options>> FlagTable(std::vector<Flag<Options>> own) {
+  std::vector<Flag<Options>> table = ConnectionFlags<Options>();
+  table.insert(table.end(), own.begin(), own.end());
+  const std::vector<Flag<Options>> control = RunControlFlags<Options>();
+  table.insert(table.end(), control.begin(), control.end());
+  return table;
+}
+
 // Applies argv[1..] to `options`; returns the positional arguments. `program` names the
 // binary in errors; -h/--help prints `help` and exits 0.
 template <typename Options>

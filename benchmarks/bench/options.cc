@@ -19,13 +19,7 @@ using Flag = rdmalab::Flag<Options>;
 #define SECONDS_FLAG RDMALAB_SECONDS_FLAG
 
 const std::vector<Flag>& Flags() {
-  static const std::vector<Flag> flags = {
-      {"ib-dev", 'd', "NAME", false, "RDMA device (default: the first one listed)", STRING_FLAG(ib_dev)},
-      {"ib-port", 'i', "N", false, "device port", INT_FLAG(ib_port, 1, 255)},
-      {"gid-index", 'x', "N", false, "GID index; -1: none on IB, 0 on RoCE", INT_FLAG(gid_index, -1, 1024)},
-      {"port", 'p', "N", false, "TCP port of a standalone server", INT_FLAG(port, 1, 65535)},
-      {"rendezvous", 0, "HOST:PORT", false, "coordinator's rendezvous (token in $RDMALAB_RENDEZVOUS_TOKEN)",
-       STRING_FLAG(rendezvous)},
+  static const std::vector<Flag> flags = FlagTable<Options>({
       {"role", 0, "ROLE", false, "server | client | node (coordinator runs; standalone: implied)",
        CHOICE_FLAG(role, "server", "client", "node")},
       {"index", 0, "I", false, "0-based index within the role", INT_FLAG(index, 0, 1 << 20)},
@@ -69,17 +63,8 @@ const std::vector<Flag>& Flags() {
       {"batch", 0, "N", true, "sequencer: most requests answered per doorbell", INT_FLAG(batch, 1, 1024)},
       {"validate", 0, nullptr, true, "check every byte moved (slower; a fast number from a broken transfer fails)",
        SWITCH_FLAG(validate)},
-      {"timeout", 0, "SEC", false, "whole-run deadline", SECONDS_FLAG(timeout_s, 0.1)},
-      {"cpus", 0, "LIST", false, "CPUs for the threads (default: the device's NUMA node)", STRING_FLAG(cpus)},
-      {"use_hugepages", 0, nullptr, false, "2 MiB hugepages for registered memory", SWITCH_FLAG(use_hugepages)},
       {"seed", 0, "N", true, "random seed (targets, keys)", INT_FLAG(seed, 0, 1ll << 62)},
-      {"out_json", 0, "[=FILE]", false, "one JSON document to FILE, or to stdout (table then on stderr)",
-       [](Options& o, const std::string& v) {
-         o.out_json = true;
-         o.out_json_file = v;
-       },
-       [](const Options& o) { return json(o.out_json_file); }},
-  };
+  });
   return flags;
 }
 

@@ -14,14 +14,8 @@ using nlohmann::json;
 using Flag = rdmalab::Flag<Options>;
 
 const std::vector<Flag>& Flags() {
-  static const std::vector<Flag> flags = {
+  static const std::vector<Flag> flags = FlagTable<Options>({
       {"system", 0, "NAME", true, "key-value system (see --help's list)", RDMALAB_STRING_FLAG(system)},
-      {"ib-dev", 'd', "NAME", false, "RDMA device (default: the first one listed)", RDMALAB_STRING_FLAG(ib_dev)},
-      {"ib-port", 'i', "N", false, "device port", RDMALAB_INT_FLAG(ib_port, 1, 255)},
-      {"gid-index", 'x', "N", false, "GID index; -1: none on IB, 0 on RoCE", RDMALAB_INT_FLAG(gid_index, -1, 1024)},
-      {"port", 'p', "N", false, "TCP port of a standalone server's rendezvous", RDMALAB_INT_FLAG(port, 1, 65535)},
-      {"rendezvous", 0, "HOST:PORT", false, "coordinator's rendezvous (token in $RDMALAB_RENDEZVOUS_TOKEN)",
-       RDMALAB_STRING_FLAG(rendezvous)},
       {"role", 0, "ROLE", false, "server | client (coordinator runs; standalone: the first argument)",
        RDMALAB_CHOICE_FLAG(role, "server", "client")},
       {"index", 0, "I", false, "0-based index of a client process", RDMALAB_INT_FLAG(index, 0, 1 << 20)},
@@ -73,18 +67,8 @@ const std::vector<Flag>& Flags() {
        RDMALAB_STRING_FLAG(bind)},
       {"tcp-port", 0, "N", false, "memcached/redis: server port (0: a free one)",
        RDMALAB_INT_FLAG(tcp_port, 0, 65535)},
-      {"timeout", 0, "SEC", false, "whole-run deadline", RDMALAB_SECONDS_FLAG(timeout_s, 0.1)},
-      {"cpus", 0, "LIST", false, "CPUs for the threads (default: the device's NUMA node)", RDMALAB_STRING_FLAG(cpus)},
-      {"use_hugepages", 0, nullptr, false, "2 MiB hugepages for registered memory",
-       RDMALAB_SWITCH_FLAG(use_hugepages)},
       {"seed", 0, "N", true, "random seed (keys, operations)", RDMALAB_INT_FLAG(seed, 0, 1ll << 62)},
-      {"out_json", 0, "[=FILE]", false, "one JSON document to FILE, or to stdout (table then on stderr)",
-       [](Options& o, const std::string& v) {
-         o.out_json = true;
-         o.out_json_file = v;
-       },
-       [](const Options& o) { return json(o.out_json_file); }},
-  };
+  });
   return flags;
 }
 
