@@ -160,7 +160,16 @@ class Coordinator:
         total = sum(len(pl.todo) for pl in plans)
         runner = PointRunner(self.cfg, self.inventory, self.store)
         stamp = datetime.datetime.now(datetime.timezone.utc).strftime("%Y%m%dT%H%M%SZ")
-        previous = signal.signal(signal.SIGTERM, _raise_interrupt)
+        stop_requested = False
+
+        def request_stop(signum: int, frame: Any) -> None:
+            # Python drops an exception raised where it cannot propagate (an at-fork hook, a
+            # finalizer), so the flag is what makes an interrupt stick: it is checked after every point.
+            nonlocal stop_requested
+            stop_requested = True
+            raise KeyboardInterrupt
+
+        previous = {sig: signal.signal(sig, request_stop) for sig in (signal.SIGINT, signal.SIGTERM)}
         failed_any = False
         columns = (SpinnerColumn(), TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
                    TimeElapsedColumn(), TextColumn("eta"), TimeRemainingColumn(), TextColumn("{task.fields[last]}"))
@@ -195,6 +204,8 @@ class Coordinator:
                             last = "[red]failed[/red]"
                             progress.console.print(f"[red]FAILED[/red] {pl.exp.id} [{point.label()}]: {record['error']}")
                         progress.update(task, advance=1, last=f"last: {last}")
+                        if stop_requested:
+                            raise KeyboardInterrupt
                         if record["status"] not in kFinalStatuses and self.opts.fail_fast:
                             self.console.print("[red]--fail-fast: stopping after the first failed point[/red]")
                             return 1
@@ -207,7 +218,8 @@ class Coordinator:
             self.console.print(f"[red]result store: {exc}[/red]")
             return 1
         finally:
-            signal.signal(signal.SIGTERM, previous)
+            for sig, handler in previous.items():
+                signal.signal(sig, handler)
             runner.close()
             self.finish(plans)
         return 1 if failed_any else 0
@@ -227,6 +239,3 @@ class Coordinator:
             for e in s["errors"][:5]:
                 self.console.print(f"  {exp_id}: {e}")
 
-
-def _raise_interrupt(signum: int, frame: Any) -> None:
-    raise KeyboardInterrupt
