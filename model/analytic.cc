@@ -1,5 +1,7 @@
 #include "model/analytic.h"
 
+#include "model/workload.h"
+
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -9,7 +11,7 @@ namespace rdmalab::model {
 Demand& Demand::operator+=(const Demand& o) {
   h2d_mmio_B += o.h2d_mmio_B; h2d_dma_B += o.h2d_dma_B; d2h_B += o.d2h_B;
   h2d_tlps += o.h2d_tlps; d2h_tlps += o.d2h_tlps; pio_posts += o.pio_posts;
-  nic_tx_ns += o.nic_tx_ns; nic_rx_ns += o.nic_rx_ns;
+  nic_tx_ns += o.nic_tx_ns; nic_rx_ns += o.nic_rx_ns; fetch_wait_ns += o.fetch_wait_ns;
   link_tx_B += o.link_tx_B; link_rx_B += o.link_rx_B;
   link_tx_packets += o.link_tx_packets; link_rx_packets += o.link_rx_packets;
   lock_ns += o.lock_ns; serial_cpu_ns += o.serial_cpu_ns; cpu_ns += o.cpu_ns; payload_B += o.payload_B;
@@ -19,7 +21,7 @@ Demand& Demand::operator+=(const Demand& o) {
 Demand Demand::Scaled(double k) const {
   Demand d = *this;
   d.h2d_mmio_B *= k; d.h2d_dma_B *= k; d.d2h_B *= k; d.h2d_tlps *= k; d.d2h_tlps *= k; d.pio_posts *= k;
-  d.nic_tx_ns *= k; d.nic_rx_ns *= k; d.link_tx_B *= k; d.link_rx_B *= k;
+  d.nic_tx_ns *= k; d.nic_rx_ns *= k; d.fetch_wait_ns *= k; d.link_tx_B *= k; d.link_rx_B *= k;
   d.link_tx_packets *= k; d.link_rx_packets *= k; d.lock_ns *= k; d.serial_cpu_ns *= k; d.cpu_ns *= k; d.payload_B *= k;
   return d;
 }
@@ -47,7 +49,11 @@ Prediction Solve(const Demand& d, const Profile& prof, const WireParams& wire, c
   double pus = prof.nic.pus;
   double engaged_tx = e.qps ? std::min<double>(e.qps, pus) / pus : 1.0;
   double engaged_rx = e.qps_rx ? std::min<double>(e.qps_rx, pus) / pus : 1.0;
-  limits.push_back({"nic_tx", "NIC", d.nic_tx_ns * 1e-9 / engaged_tx});
+  // A PU's fetch waits overlap with the work of its other QPs; with the QP count unknown
+  // (0 = "enough QPs") they are hidden entirely.
+  double qps_per_pu = e.qps ? e.qps / std::min<double>(e.qps, pus) : 0;
+  double wait_ns = qps_per_pu > 0 ? d.fetch_wait_ns / qps_per_pu / pus : 0;
+  limits.push_back({"nic_tx", "NIC", (d.nic_tx_ns + wait_ns) * 1e-9 / engaged_tx});
   limits.push_back({"nic_rx", "NIC", d.nic_rx_ns * 1e-9 / engaged_rx});
   limits.push_back({"link_tx", "link bw", d.link_tx_B / wire.BytesPerSec()});
   limits.push_back({"link_rx", "link bw", d.link_rx_B / wire.BytesPerSec()});
@@ -124,6 +130,11 @@ double InboundNs(const WrShape& wr, const Profile& prof) {
   return 0;
 }
 
+// A non-inline SEND or WRITE carries a payload the NIC must DMA-read before it can send.
+bool NeedsPayloadFetch(const WrShape& wr) {
+  return (wr.op == Opcode::kSend || wr.op == Opcode::kWrite) && !wr.inline_data && !wr.header_only && wr.payload_B > 0;
+}
+
 constexpr uint32_t kRecvRepostBatch = 16;  // RECVs re-posted with one doorbell (HERD refills 64)
 
 }  // namespace
@@ -140,6 +151,8 @@ Demand Outbound(const WrShape& wr, uint32_t batch, uint32_t cq_mod, const Profil
   double cqe = wr.signaled ? 1.0 / std::max<uint32_t>(cq_mod, 1) : 0;
   d.AddPcie(DmaWrite(kCqeBytes, prof.pcie), cqe);
   d.nic_tx_ns = OutboundNs(wr, prof.nic.t);
+  if (batch > 1 && prof.Has(kPuPerQp)) d.fetch_wait_ns += prof.lat.pcie_rtt_ns / batch;  // the batch's WQEs
+  if (NeedsPayloadFetch(wr) && prof.Has(kPayloadFetch)) d.fetch_wait_ns += prof.lat.pcie_rtt_ns;
   WireBytes w = Wire(wr, wire);
   d.link_tx_B = w.req_B;
   d.link_tx_packets = w.req_packets;
@@ -172,22 +185,39 @@ Demand Inbound(const WrShape& wr_in, const Profile& prof, const WireParams& wire
   return d;
 }
 
-Demand QpCacheMisses(uint32_t qps, const Profile& prof, bool rx) {
+Demand QpCacheMisses(uint32_t qps, const Profile& prof, bool rx, double burst) {
   Demand d;
-  if (qps <= prof.nic.qp_cache_entries) return d;
-  double miss = 1.0 - static_cast<double>(prof.nic.qp_cache_entries) / qps;
-  (rx ? d.nic_rx_ns : d.nic_tx_ns) = miss * prof.nic.qp_miss_ns;
+  if (qps <= prof.nic.qp_cache_entries || !prof.Has(kQpCache)) return d;
+  // random use of qps contexts in an LRU of qp_cache_entries: a load finds its context
+  // resident with probability entries/qps
+  double miss = (1.0 - static_cast<double>(prof.nic.qp_cache_entries) / qps) / std::max(burst, 1.0);
+  if (rx) d.nic_rx_ns = miss * prof.nic.qp_miss_ns;
+  else d.nic_tx_ns = miss * prof.nic.qp_miss_tx_ns;
   d.AddPcie(DmaRead(prof.nic.qp_context_B, prof.pcie), miss);
   return d;
 }
 
-double VerbLatencyUs(const WrShape& wr, const Profile& prof, const WireParams& wire, bool one_way) {
+Demand TranslationMisses(const Point& pt, uint32_t value_B, const Profile& prof, double* miss_rate) {
+  Demand d;
+  double miss = prof.Has(kTranslation) ? TranslationMissRate(pt.distribution, pt.zipf_theta, pt.keys, value_B,
+                                                             pt.placement == "clustered", prof.nic.mtt_cache_entries,
+                                                             prof.nic.page_B)
+                                       : 0;
+  if (miss_rate) *miss_rate = miss;
+  if (miss <= 0) return d;
+  // the responder PU cannot start the data DMA before it has the entry: one PCIe round trip
+  d.nic_rx_ns = miss * prof.lat.pcie_rtt_ns / prof.nic.pus;
+  d.AddPcie(DmaRead(prof.nic.mtt_entry_B, prof.pcie), miss);
+  return d;
+}
+
+double VerbLatencyUs(const WrShape& wr, const Profile& prof, const WireParams& wire, bool one_way, bool doorbell) {
   const LatencyParams& L = prof.lat;
   const double port_Bps = wire.data_Gbps * 1e9 / 8;
   WireBytes w = Wire(wr, wire);
   double ns = prof.cpu.post_mmio_ns;
-  bool fetch = (wr.op == Opcode::kSend || wr.op == Opcode::kWrite) && !wr.inline_data && !wr.header_only;
-  if (fetch) ns += L.pcie_rtt_ns;
+  if (NeedsPayloadFetch(wr)) ns += L.pcie_rtt_ns;
+  if (doorbell) ns += L.pcie_rtt_ns;
   ns += L.nic_pipeline_ns + w.req_B / port_Bps * 1e9 + L.wire_ns + L.nic_pipeline_ns;
   if (wr.op == Opcode::kRead || IsAtomic(wr.op)) {
     ns += L.pcie_rtt_ns;  // responder fetches the data (atomics: the read of the RMW)
@@ -229,29 +259,39 @@ void Check(const Point& pt, const Profile& prof, const VerbSpec& v, int64_t size
 Prediction Tput(const Point& pt, const Profile& prof, const WireParams& wire) {
   WrShape wr = Shape(pt.verb, pt.size_B, pt.sge, pt.inline_recv);
   uint32_t peers = pt.clients ? pt.clients : 1;
+  bool connected = IsConnected(wr.transport);
+  // herd14 Sec. 3.3: N nodes of N processes each, every process connected to every process
+  // of the others: N x N connected QPs at a node; a datagram process needs one QP.
+  uint32_t qps = pt.qp ? pt.qp : pt.direction == "alltoall" && connected ? peers * peers : peers;
+  double burst = pt.tx_depth ? pt.tx_depth : 1;  // a peer's queued WRs served on one context load
   Demand d;
   Engagement e;
   e.cores = pt.threads;
+  double translation_miss = 0;
   if (pt.direction == "inbound") {
     d = Inbound(wr, prof, wire);
     e.qps_rx = pt.qp;
-    if (IsConnected(wr.transport)) d += QpCacheMisses(pt.qp ? pt.qp : peers, prof, true);
+    if (connected) d += QpCacheMisses(qps, prof, true, burst);
+    if (pt.keyed && (wr.op == Opcode::kRead || wr.op == Opcode::kWrite))
+      d += TranslationMisses(pt, wr.payload_B, prof, &translation_miss);
   } else {
     d = Outbound(wr, pt.post_list, pt.cq_mod, prof, wire);
     e.qps = e.qps_rx = pt.qp;
     if (pt.direction == "alltoall") {
       d += Inbound(wr, prof, wire);
-      d += QpCacheMisses(pt.qp ? pt.qp : peers, prof, true);
+      // each WR goes to a peer chosen at random: one context load per WR at both ends
+      if (connected) d += QpCacheMisses(qps, prof, true);
     }
-    if (IsConnected(wr.transport)) d += QpCacheMisses(pt.qp ? pt.qp : peers, prof, false);
+    if (connected) d += QpCacheMisses(qps, prof, false);
   }
+  double lat_us = VerbLatencyUs(wr, prof, wire, false) + translation_miss * prof.lat.pcie_rtt_ns / 1000;
   if (pt.tx_depth && pt.window_bound) {
-    e.outstanding = static_cast<double>(pt.tx_depth) * (pt.direction == "inbound" ? peers : std::max(pt.qp, 1u));
-    e.rtt_us = VerbLatencyUs(wr, prof, wire, false);
+    e.outstanding = static_cast<double>(pt.tx_depth) * (pt.direction == "inbound" ? peers : pt.qp ? pt.qp : qps);
+    e.rtt_us = lat_us;
   }
   Prediction p = Solve(d, prof, wire, e);
   p.parts.push_back({pt.direction + " " + VerbName(pt.verb) + " " + std::to_string(pt.size_B) + " B", d});
-  p.lat_us = VerbLatencyUs(wr, prof, wire, false);
+  p.lat_us = lat_us;
   return p;
 }
 

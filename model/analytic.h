@@ -22,6 +22,10 @@ struct Demand {
   double pio_posts = 0;      // WQE-by-MMIO posts and doorbells (host write-combining)
   double nic_tx_ns = 0;      // requester engine, aggregate over PUs
   double nic_rx_ns = 0;      // responder engine
+  // Time a requester PU waits per operation for DMA reads it cannot proceed without (the
+  // WQEs after a doorbell, a non-inline payload): hidden while the PU serves other QPs, so it
+  // costs only when a PU has few QPs (guide16 Sec. 3.3, 5.2.1: one QP binds a core to a PU).
+  double fetch_wait_ns = 0;
   double link_tx_B = 0, link_rx_B = 0;
   double link_tx_packets = 0, link_rx_packets = 0;
   double lock_ns = 0;        // serialized atomic lock time, already divided by buckets in use
@@ -50,6 +54,7 @@ struct Prediction {
   Demand per_op;            // at the measured node
   double lat_us = 0;        // unloaded latency of one operation (lat mode), else at the predicted load
   std::vector<std::string> notes;
+  double requests_per_sweep = 0;  // sequencers and batched HERD: requests a worker finds per sweep
   std::vector<std::pair<std::string, Demand>> parts;  // the verbs composing one operation (explain)
 };
 
@@ -71,12 +76,19 @@ WrShape Shape(const VerbSpec& v, uint64_t payload_B, uint32_t sge = 1, bool inli
 Demand Outbound(const WrShape& wr, uint32_t batch, uint32_t cq_mod, const Profile& prof, const WireParams& wire);
 // The node's NIC serves `wr` arriving from a peer (no host CPU involved except RECVs).
 Demand Inbound(const WrShape& wr, const Profile& prof, const WireParams& wire);
-// The NIC's QP-context cache misses with `qps` connected QPs in round-robin use.
-Demand QpCacheMisses(uint32_t qps, const Profile& prof, bool rx);
+// The NIC's QP-context cache misses with `qps` connected QPs used in random order; each
+// context load serves `burst` consecutive operations of its QP.
+Demand QpCacheMisses(uint32_t qps, const Profile& prof, bool rx, double burst = 1);
+// Address-translation misses of a responder serving `value_B`-byte values chosen by key
+// (pt's distribution, keys, placement): one translation-entry DMA read each, waited for.
+Demand TranslationMisses(const Point& pt, uint32_t value_B, const Profile& prof, double* miss_rate = nullptr);
 
 // Unloaded latency of one verb, requester post to requester completion (READ, signaled
 // WRITE/SEND) or to the responder's poll seeing the data (`one_way`).
-double VerbLatencyUs(const WrShape& wr, const Profile& prof, const WireParams& wire, bool one_way);
+// `doorbell`: the WR was posted by doorbell, so the NIC DMA-reads its WQE first (guide16
+// Sec. 4.2.2: batching's latency cost).
+double VerbLatencyUs(const WrShape& wr, const Profile& prof, const WireParams& wire, bool one_way,
+                     bool doorbell = false);
 
 const WireParams& WireFor(const Point& pt, const Profile& prof);
 

@@ -53,14 +53,16 @@ ExperimentTable RunExperiment(const std::string& id, const std::string& profile,
     std::string p = profile.empty() ? "cib" : profile;
     t.title = "guide16 Table 3: sequencer throughput and bottleneck per design (all cores), Mops";
     for (const auto& d : kDesigns)
-      add(d, p, PointFromJson(json{{"mode", "sequencer"}, {"params", {{"design", d}}}}, true));
+      // guide16 Sec. 4.2: 70 client processes; HERD's window of 4
+      add(d, p, PointFromJson(json{{"mode", "sequencer"}, {"params", {{"design", d}, {"clients", 70}, {"window", 4},
+                                                                       {"window_bound", false}}}}, true));
   } else if (id == "guide16-fig9-herd-batching") {
     std::string p = profile.empty() ? "cib" : profile;
     t.title = "guide16 Fig. 9: HERD throughput vs server cores, 5% PUT, 48-byte items, with and without batching, Mops";
     for (uint32_t cores : {1u, 2u, 4u, 6u, 8u, 10u, 12u, 14u})
       for (bool batch : {false, true})
         add(std::string("herd ") + (batch ? "batched" : "baseline") + " cores=" + std::to_string(cores), p,
-            Kv("herd", 0.05, 32, "ib", {{"threads", cores}, {"batching", batch}}));
+            Kv("herd", 0.05, 32, "ib", {{"threads", cores}, {"batching", batch}, {"queues", batch ? 3 : 1}}));
     add("READ-based store bound (half of peak inbound READ)", p, Kv("read_based", 0, 32, "ib"));
   } else if (id == "guide16-fig10-drtm") {
     t.title = "guide16 Fig. 10: emulated DrTM-KV throughput vs PUT fraction (GET = 1 READ, PUT = 2 atomics), Mops";

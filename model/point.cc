@@ -198,9 +198,9 @@ Point PointFromJson(const json& doc, bool strict) {
     else if (k == "queues") p.queues = static_cast<uint32_t>(Int(v, k, 1, 64));
     else if (k == "accesses") p.accesses = static_cast<uint32_t>(Int(v, k, 0, 1024));
     else if (k == "prefetch") p.prefetch = Bool(v, k);
-    else if (k == "distribution") p.distribution = OneOf(k, Str(v, k), {"uniform", "zipf"});
+    else if (k == "distribution") p.distribution = OneOf(k, Str(v, k), {"uniform", "zipf"}), p.keyed = true;
     else if (k == "zipf_theta") p.zipf_theta = Num(v, k, 0, 0.9999);
-    else if (k == "keys") p.keys = static_cast<uint64_t>(Int(v, k, 1, int64_t(1) << 40));
+    else if (k == "keys") p.keys = static_cast<uint64_t>(Int(v, k, 1, int64_t(1) << 40)), p.keyed = true;
     else if (k == "core") p.core = static_cast<int32_t>(Int(v, k, 0, 4095));
     else if (k == "formula") p.formula = OneOf(k, Str(v, k), {"transfer", "wqe_header", "wqe_batch"});
     else if (k == "method") p.method = OneOf(k, Str(v, k), {"dma", "mmio", "doorbell"});
@@ -208,7 +208,7 @@ Point PointFromJson(const json& doc, bool strict) {
     else if (k == "wqes") p.wqes = static_cast<uint32_t>(Int(v, k, 1, 1 << 16));
     else if (k == "wqe_size") p.wqe_B = static_cast<uint32_t>(Int(v, k, 1, 1 << 16));
     else if (k == "stack") p.stack = OneOf(k, Str(v, k), {"rdma", "udp", "tcp"});
-    else if (k == "placement") p.placement = OneOf(k, Str(v, k), {"clustered", "unclustered"});
+    else if (k == "placement") p.placement = OneOf(k, Str(v, k), {"clustered", "unclustered"}), p.keyed = true;
     else if (k == "numa") p.numa = OneOf(k, Str(v, k), {"near", "far"});
     else if (k == "page_offset") p.page_offset_B = static_cast<uint32_t>(Int(v, k, 0, 4095));
     else if (k == "buffers") p.buffers = static_cast<uint32_t>(Int(v, k, 1, 1 << 20));

@@ -62,15 +62,19 @@ struct Point {
   std::string distribution = "uniform";
   double zipf_theta = 0.99;
   uint64_t keys = 8 << 20;
+  // tput READs/WRITEs: the point addresses values by key (distribution, keys or placement
+  // given), so the NIC translates scattered addresses instead of one benchmark buffer
+  bool keyed = false;
   int32_t core = -1;  // kv: the throughput of this worker alone (herd14 Fig. 14); -1 = all
   // pcie mode: the formula tables of guide16 (Fig. 2b, Table 1, Appendix A)
   std::string formula = "transfer";  // transfer | wqe_header | wqe_batch
   std::string method = "dma";        // transfer: dma | mmio; wqe_batch: mmio | doorbell
   std::string wqe_type = "rc_uc";    // wqe_header: rc_uc | ud | recv
   uint32_t wqes = 10, wqe_B = 65;    // wqe_batch: N WQEs of D bytes
+  // values laid out in key order (clustered) or at random pages (unclustered), nosql Sec. 4.4
+  std::string placement = "clustered";
   // Conditions the model does not represent; a point that asks for one is "not modeled".
   std::string stack = "rdma";          // rdma | udp | tcp (kernel sockets)
-  std::string placement = "clustered"; // clustered | unclustered values (NIC translation locality)
   std::string numa = "near";           // near | far (memory on the NIC's socket or the other)
   uint32_t page_offset_B = 0;          // buffer offset within a page
   uint32_t buffers = 1;                // distinct memory blocks reused round robin

@@ -12,9 +12,6 @@ void RequireModeled(const Point& pt) {
                      " sockets: the model covers RDMA NICs and PCIe, not the kernel network stack");
   if (pt.mode == "kv" && (pt.system == "redis" || pt.system == "memcached"))
     throw NotModeled(pt.system + " over TCP: the kernel TCP stack and the server's event loop are not modeled");
-  if (pt.placement != "clustered")
-    throw NotModeled("unclustered value placement: the model has no NIC address-translation cache, so every "
-                     "placement would cost the same");
   if (pt.numa != "near")
     throw NotModeled("far NUMA memory: the model has one memory and no inter-socket link");
   if (pt.page_offset_B != 0)

@@ -41,9 +41,16 @@ struct NicParams {
   double atomic_lock_hold_ns = 400; // one lock bucket held for a PCIe read-modify-write
   uint32_t atomic_lock_buckets = 1; // 1 = all atomics serialize; CIB: 4096 (12 low address bits)
   uint32_t qp_cache_entries = 256;  // QP contexts held on the NIC
-  double qp_miss_ns = 0;            // NIC time per QP-context miss
+  // NIC time (aggregate over PUs, like NicTimes) per QP-context load. A context stays
+  // resident while its QP's queued operations are served, so a responder loads it once per
+  // burst of a client's window; a requester choosing a random peer per WR, once per WR.
+  double qp_miss_ns = 0;            // responder
+  double qp_miss_tx_ns = 0;         // requester (herd14 Sec. 3.3: it keeps the queued WRs' state)
   uint32_t qp_context_B = 256;      // bytes DMA-read on a QP-context miss
   uint32_t wqe_cache_entries = 256; // WQEs the NIC holds; beyond, it re-reads them
+  uint32_t mtt_cache_entries = 4096;  // memory-translation entries (pages) the NIC caches
+  uint32_t page_B = 4096;             // bytes one translation entry maps
+  uint32_t mtt_entry_B = 8;           // bytes DMA-read on a translation miss
   bool inline_recv_ud = true;       // CIB: no inline-receive over UD (guide16 fn. 4)
   uint32_t max_sge = 32;
   double pio_mops = 0;              // host-wide WQE-by-MMIO posts/s limit (herd14 "PIO"); 0 = none
@@ -82,6 +89,31 @@ struct Profile {
   std::map<std::string, std::string> sources;  // field path -> where the value came from
   std::map<std::string, std::string> fits;     // field path -> calibration target ("what")
   std::vector<std::string> field_order;        // fields in file order (for calibrate)
+  // Mechanisms switched off (bits of Mechanism): `explain` predicts without each one to
+  // show its share; never set by a profile file.
+  uint32_t disabled = 0;
+  bool Has(uint32_t mechanism) const { return (disabled & mechanism) == 0; }
+};
+
+// The NIC and host mechanisms behind the papers' curves, each switchable for `explain`.
+enum Mechanism : uint32_t {
+  kQpCache = 1,         // QP-context cache misses (herd14 Sec. 3.3, Fig. 6, 12)
+  kPuPerQp = 2,         // one QP is served by one PU, which waits for its fetches (guide16 Sec. 3.3)
+  kBatching = 4,        // responses per doorbell from the requests a sweep finds (guide16 Sec. 4.2)
+  kPayloadFetch = 8,    // a non-inline WR's payload is DMA-read before sending (nosql Sec. 4.6)
+  kTranslation = 16,    // the NIC's address-translation cache (nosql Sec. 4.4)
+};
+struct MechanismInfo {
+  Mechanism bit;
+  const char* name;
+  const char* what;
+};
+inline constexpr MechanismInfo kMechanisms[] = {
+    {kQpCache, "qp_cache", "QP-context cache misses"},
+    {kPuPerQp, "pu_per_qp", "one PU per QP waits for its DMA fetches"},
+    {kBatching, "batching", "responses and counter updates batched per sweep"},
+    {kPayloadFetch, "payload_fetch", "non-inline payload DMA-read before sending"},
+    {kTranslation, "translation", "address-translation cache misses"},
 };
 
 // One settable field: dotted path, how to read/write it as a double, and the valid range.

@@ -96,6 +96,7 @@ json ResultRow(const Point& pt, const Prediction& p) {
   row["limit_mops"] = limits;
   row["cpu_ns_per_op"] = p.per_op.cpu_ns;
   row["nic_ns_per_op"] = {{"tx", p.per_op.nic_tx_ns}, {"rx", p.per_op.nic_rx_ns}};
+  if (p.requests_per_sweep > 0) row["requests_per_sweep"] = p.requests_per_sweep;
   return row;
 }
 

@@ -34,12 +34,32 @@ VerbSpec Verb(Opcode op, Transport t, bool inl, bool signaled = false) {
 uint32_t Clients(const Point& pt) { return pt.clients ? pt.clients : kDefaultClients; }
 uint32_t Workers(const Point& pt, const Profile& prof) { return pt.threads ? pt.threads : prof.cpu.cores; }
 
-// Responses a worker sends per doorbell: one per client that had a request in the sweep.
-uint32_t ResponseBatch(const Point& pt, const Profile& prof) {
-  if (!pt.batching) return 1;
-  uint32_t per_worker = std::max(1u, Clients(pt) / std::max(1u, Workers(pt, prof)) * pt.window);
-  return std::min(kMaxResponseBatch, std::max(per_worker, 1u));
+// Requests a worker finds in one sweep over its clients' slots (guide16 Sec. 4.2): of the
+// clients x window requests outstanding, those not in flight (rate x unloaded latency, Little's
+// law) wait at the server, shared by the workers; at most one per client per sweep. More
+// workers with the same clients find fewer each; a lightly loaded server finds one.
+// `rate_at(sweep)` predicts the rate with that sweep size; the fixed point is found by bisection
+// (the wait falls as the rate, which rises with the sweep, grows).
+template <typename RateAt>
+double EmergentSweep(const Point& pt, uint32_t workers, const Profile& prof, RateAt rate_at) {
+  double cap = std::min<double>(kMaxResponseBatch, Clients(pt));
+  if (!prof.Has(kBatching)) return cap;  // without the mechanism: the fullest batch
+  auto excess = [&](double sweep) {
+    auto [mops, lat_us] = rate_at(sweep);
+    double waiting = static_cast<double>(Clients(pt)) * pt.window - mops * lat_us;
+    return sweep - std::clamp(waiting / workers, 1.0, cap);
+  };
+  double lo = 1, hi = cap;
+  if (excess(lo) >= 0) return lo;
+  if (excess(hi) <= 0) return hi;
+  for (int i = 0; i < 40; ++i) {
+    double mid = (lo + hi) / 2;
+    (excess(mid) < 0 ? lo : hi) = mid;
+  }
+  return (lo + hi) / 2;
 }
+
+uint32_t Doorbell(double sweep) { return std::max<uint32_t>(1, static_cast<uint32_t>(std::lround(sweep))); }
 
 Demand Cpu(double ns) {
   Demand d;
@@ -85,14 +105,25 @@ struct Composer {
   }
 };
 
+// One worker's part of the total (herd14 Fig. 14) when the point asks for `core`.
+Prediction PerCore(const Point& pt, Prediction p, uint32_t workers) {
+  if (pt.core < 0) return p;
+  if (static_cast<uint32_t>(pt.core) >= workers)
+    throw ModelError("params.core = " + std::to_string(pt.core) + " is out of range (valid: 0.." +
+                     std::to_string(workers - 1) + " for " + std::to_string(workers) + " workers)");
+  double share = WorkerShares(pt.distribution, pt.zipf_theta, pt.keys, workers)[pt.core];
+  p.mops *= share;
+  p.gbps *= share;
+  p.notes.push_back("worker " + std::to_string(pt.core) + " serves " + std::to_string(share * 100).substr(0, 5) +
+                    "% of the requests");
+  return p;
+}
+
 }  // namespace
 
 Prediction PredictSequencer(const Point& pt, const Profile& prof) {
   const WireParams& wire = WireFor(pt, prof);
-  Composer c{pt, prof, wire, {}, {}, 0};
   const CpuParams& cpu = prof.cpu;
-  Engagement e;
-  e.cores = pt.threads;
   uint32_t workers = Workers(pt, prof);
   if (pt.design == "atomics") {
     Point a = pt;
@@ -103,30 +134,49 @@ Prediction PredictSequencer(const Point& pt, const Profile& prof) {
   }
   bool spec = pt.design == "spec_s0";
   bool batched = pt.design != "herd_rpc" || pt.batching;
-  uint32_t queues = pt.design == "herd_rpc_batch_mq" ? std::max(pt.queues, 3u) : pt.queues;
-  Point bp = pt;
-  bp.batching = batched;
-  // rdmalab-bench's --batch (post_list here) caps the responses per doorbell
-  uint32_t batch = !batched ? 1 : pt.batch_given ? pt.post_list : ResponseBatch(bp, prof);
-  // request
-  WrShape req = spec ? Shape(Verb(Opcode::kSend, Transport::kUd, true), 0) : Shape(Verb(Opcode::kWrite, Transport::kUc, true), 16);
-  if (spec) req.header_only = true;
-  c.Add(spec ? "inbound header-only SEND (guess)" : "inbound WRITE-UC request 16 B", Inbound(req, prof, wire), 1);
-  // response: 8-byte integer (Spec-S0: header-only with the lower 4 bytes as immediate)
-  WrShape resp = Shape(Verb(Opcode::kSend, Transport::kUd, true), 8);
-  resp.signaled = true;
-  if (spec) resp.header_only = true, resp.payload_B = 0;
-  c.Add(std::string(spec ? "outbound header-only SEND" : "outbound SEND-UD 8 B") +
-            (batch > 1 ? " (doorbell batch " + std::to_string(batch) + ")" : " (WQE-by-MMIO)"),
-        Outbound(resp, batch, kHerdSignalEvery, prof, wire), 1);
-  // server CPU: detect the request, take the next value of the shared counter
-  Demand work = Cpu(spec ? 0 : cpu.poll_request_ns);
-  work.serial_cpu_ns = cpu.shared_atomic_ns / batch;  // one atomic add of N per batch
-  work.cpu_ns += cpu.shared_atomic_ns / batch;
-  c.Add("server CPU (poll, shared counter)", work, 1);
-  e.qps = workers * queues;
-  c.lat_us = VerbLatencyUs(req, prof, wire, true) + VerbLatencyUs(resp, prof, wire, true);
-  return c.Finish(e);
+  // guide16 Sec. 4.2.2: Spec-S0 claims a sweep's counter values with one atomic add in its
+  // batched and its non-batched (WQE-by-MMIO, --batch 1) forms alike
+  bool counter_batched = batched || spec;
+  // guide16 Sec. 4.2: multi-queue is 3 response QPs per core; Spec-S0 (Sec. 4.2.1) builds on
+  // the RPCs with both optimizations
+  uint32_t queues = pt.design == "herd_rpc_batch_mq" || spec ? std::max(pt.queues, 3u) : pt.queues;
+  auto compose = [&](double sweep) {
+    Composer c{pt, prof, wire, {}, {}, 0};
+    // rdmalab-bench's --batch (post_list here) fixes the responses per doorbell
+    uint32_t batch = !batched ? 1 : pt.batch_given ? pt.post_list : Doorbell(sweep);
+    bool doorbell = batch > 1;
+    WrShape req = spec ? Shape(Verb(Opcode::kSend, Transport::kUd, true), 0)
+                       : Shape(Verb(Opcode::kWrite, Transport::kUc, true), 16);
+    if (spec) req.header_only = true;
+    c.Add(spec ? "inbound header-only SEND" : "inbound WRITE-UC request 16 B", Inbound(req, prof, wire), 1);
+    // response: 8-byte integer (Spec-S0: header-only with the lower 4 bytes as immediate)
+    WrShape resp = Shape(Verb(Opcode::kSend, Transport::kUd, true), 8);
+    resp.signaled = true;
+    if (spec) resp.header_only = true, resp.payload_B = 0;
+    c.Add(std::string(spec ? "outbound header-only SEND" : "outbound SEND-UD 8 B") +
+              (doorbell ? " (doorbell batch " + std::to_string(batch) + ")" : " (WQE-by-MMIO)"),
+          Outbound(resp, batch, kHerdSignalEvery, prof, wire), 1);
+    // server CPU: detect the request, take the next value of the shared counter (one atomic
+    // add of N per sweep when batched)
+    double per_counter = counter_batched ? sweep : 1;
+    Demand work = Cpu(spec ? 0 : cpu.poll_request_ns);
+    work.serial_cpu_ns = cpu.shared_atomic_ns / per_counter;
+    work.cpu_ns += cpu.shared_atomic_ns / per_counter;
+    c.Add("server CPU (poll, shared counter" + std::string(counter_batched ? ", one add per sweep)" : ")"), work, 1);
+    Engagement e;
+    e.cores = pt.threads;
+    e.qps = workers * queues;
+    c.lat_us = VerbLatencyUs(req, prof, wire, true) + VerbLatencyUs(resp, prof, wire, true, doorbell);
+    return c.Finish(e);
+  };
+  double sweep = EmergentSweep(pt, workers, prof, [&](double s) {
+    Prediction p = compose(s);
+    return std::make_pair(p.mops, p.lat_us);
+  });
+  Prediction p = compose(sweep);
+  p.notes.push_back("requests per sweep (per doorbell when batched): " + std::to_string(sweep).substr(0, 5));
+  p.requests_per_sweep = sweep;
+  return p;
 }
 
 Prediction PredictKv(const Point& pt, const Profile& prof) {
@@ -143,30 +193,46 @@ Prediction PredictKv(const Point& pt, const Profile& prof) {
   auto read = [&](uint32_t bytes) { return Shape(Verb(Opcode::kRead, Transport::kRc, false, true), bytes); };
 
   if (pt.system == "herd") {
-    // request: the client's UC WRITE into the request region (GET: keyhash; PUT: key, LEN, value)
-    WrShape get_req = Shape(Verb(Opcode::kWrite, Transport::kUc, true), sk);
-    WrShape put_req = Shape(Verb(Opcode::kWrite, Transport::kUc, sv + sk + 2 <= prof.wqe.max_inline_B), sk + 2 + sv);
-    Demand qp = QpCacheMisses(clients, prof, true);
-    c.Add("inbound WRITE-UC GET request " + std::to_string(sk) + " B", Inbound(get_req, prof, wire), f_get);
-    c.Add("inbound WRITE-UC PUT request " + std::to_string(sk + 2 + sv) + " B", Inbound(put_req, prof, wire), f_put);
-    c.Add("QP-context misses (" + std::to_string(clients) + " UC QPs)", qp, 1);
-    uint32_t batch = ResponseBatch(pt, prof);
-    bool inl = sv <= kHerdInlineLimitB && sv <= prof.wqe.max_inline_B;
-    WrShape get_resp = Shape(Verb(Opcode::kSend, Transport::kUd, inl, true), sv);
-    WrShape put_resp = Shape(Verb(Opcode::kSend, Transport::kUd, true, true), 0);
-    std::string how = batch > 1 ? " (doorbell batch " + std::to_string(batch) + ")" : " (WQE-by-MMIO)";
-    c.Add("outbound SEND-UD GET response " + std::to_string(sv) + " B" + (inl ? " inline" : "") + how,
-          Outbound(get_resp, batch, kHerdSignalEvery, prof, wire), f_get);
-    c.Add("outbound SEND-UD PUT response" + how, Outbound(put_resp, batch, kHerdSignalEvery, prof, wire), f_put);
-    // MICA lookup: 2 random accesses, hidden by the 2-stage prefetching pipeline. Workers
-    // own their keys (EREW), so the hottest worker's share of the requests limits them all.
-    std::vector<double> shares = WorkerShares(pt.distribution, pt.zipf_theta, pt.keys, workers);
-    double imbalance = *std::max_element(shares.begin(), shares.end()) * workers;
-    c.Add(std::string("server CPU (poll, MICA with prefetch)") + (imbalance > 1.0001 ? ", hottest worker" : ""),
-          Cpu(cpu.poll_request_ns + cpu.kv_request_ns + 2 * cpu.prefetched_access_ns), imbalance);
-    e.qps = workers * pt.queues;
-    e.qps_rx = clients;
-    c.lat_us = lat(get_req, true) + (cpu.kv_request_ns + 2 * cpu.dram_ns) / 1000 + lat(get_resp, true);
+    auto compose = [&](double sweep) {
+      Composer h{pt, prof, wire, {}, {}, 0};
+      // request: the client's UC WRITE into the request region (GET: keyhash; PUT: key, LEN, value)
+      WrShape get_req = Shape(Verb(Opcode::kWrite, Transport::kUc, true), sk);
+      WrShape put_req = Shape(Verb(Opcode::kWrite, Transport::kUc, sv + sk + 2 <= prof.wqe.max_inline_B), sk + 2 + sv);
+      h.Add("inbound WRITE-UC GET request " + std::to_string(sk) + " B", Inbound(get_req, prof, wire), f_get);
+      h.Add("inbound WRITE-UC PUT request " + std::to_string(sk + 2 + sv) + " B", Inbound(put_req, prof, wire), f_put);
+      // a client's window of requests arrives together and is served on one context load
+      h.Add("QP-context misses (" + std::to_string(clients) + " UC QPs)", QpCacheMisses(clients, prof, true, pt.window),
+            1);
+      uint32_t batch = pt.batching ? Doorbell(sweep) : 1;
+      bool doorbell = pt.batching && batch > 1;
+      bool inl = sv <= kHerdInlineLimitB && sv <= prof.wqe.max_inline_B;
+      WrShape get_resp = Shape(Verb(Opcode::kSend, Transport::kUd, inl, true), sv);
+      WrShape put_resp = Shape(Verb(Opcode::kSend, Transport::kUd, true, true), 0);
+      std::string how = doorbell ? " (doorbell batch " + std::to_string(batch) + ")" : " (WQE-by-MMIO)";
+      h.Add("outbound SEND-UD GET response " + std::to_string(sv) + " B" + (inl ? " inline" : "") + how,
+            Outbound(get_resp, batch, kHerdSignalEvery, prof, wire), f_get);
+      h.Add("outbound SEND-UD PUT response" + how, Outbound(put_resp, batch, kHerdSignalEvery, prof, wire), f_put);
+      // MICA lookup: 2 random accesses, hidden by the 2-stage prefetching pipeline. Workers
+      // own their keys (EREW), so the hottest worker's share of the requests limits them all.
+      std::vector<double> shares = WorkerShares(pt.distribution, pt.zipf_theta, pt.keys, workers);
+      double imbalance = *std::max_element(shares.begin(), shares.end()) * workers;
+      h.Add(std::string("server CPU (poll, MICA with prefetch)") + (imbalance > 1.0001 ? ", hottest worker" : ""),
+            Cpu(cpu.poll_request_ns + cpu.kv_request_ns + 2 * cpu.prefetched_access_ns), imbalance);
+      Engagement he = e;
+      he.qps = workers * pt.queues;
+      he.qps_rx = clients;
+      h.lat_us = lat(get_req, true) + (cpu.kv_request_ns + 2 * cpu.dram_ns) / 1000 +
+                 VerbLatencyUs(get_resp, prof, wire, true, doorbell);
+      return h.Finish(he);
+    };
+    double sweep = pt.batching ? EmergentSweep(pt, workers, prof, [&](double s) {
+      Prediction p = compose(s);
+      return std::make_pair(p.mops, p.lat_us);
+    }) : 1;
+    Prediction p = compose(sweep);
+    if (pt.batching) p.notes.push_back("responses per doorbell: " + std::to_string(sweep).substr(0, 5));
+    p.requests_per_sweep = sweep;
+    return PerCore(pt, p, workers);
   } else if (pt.system == "pilaf") {
     c.Add("inbound READ 32 B bucket", Inbound(read(kPilafBucketB), prof, wire), f_get * kPilafBucketReads);
     c.Add("inbound READ value " + std::to_string(sv) + " B", Inbound(read(sv), prof, wire), f_get);
@@ -220,18 +286,7 @@ Prediction PredictKv(const Point& pt, const Profile& prof) {
     e.qps_rx = clients;
     c.lat_us = f_get * lat(read(sk + sv), false) + f_put * 2 * lat(atomic, false);
   }
-  Prediction p = c.Finish(e);
-  if (pt.core >= 0) {  // one worker's part of the total (herd14 Fig. 14)
-    if (static_cast<uint32_t>(pt.core) >= workers)
-      throw ModelError("params.core = " + std::to_string(pt.core) + " is out of range (valid: 0.." +
-                       std::to_string(workers - 1) + " for " + std::to_string(workers) + " workers)");
-    double share = WorkerShares(pt.distribution, pt.zipf_theta, pt.keys, workers)[pt.core];
-    p.mops *= share;
-    p.gbps *= share;
-    p.notes.push_back("worker " + std::to_string(pt.core) + " serves " + std::to_string(share * 100).substr(0, 5) +
-                      "% of the requests");
-  }
-  return p;
+  return PerCore(pt, c.Finish(e), workers);
 }
 
 }  // namespace rdmalab::model

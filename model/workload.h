@@ -14,4 +14,13 @@ namespace rdmalab::model {
 std::vector<double> WorkerShares(const std::string& distribution, double zipf_theta, uint64_t keys,
                                  uint32_t workers);
 
+// Share of the requests that go to the `hottest` most popular of `keys` keys.
+double HottestKeysShare(const std::string& distribution, double zipf_theta, uint64_t keys, uint64_t hottest);
+
+// Share of key-addressed accesses whose page translation misses a NIC cache of
+// `cache_entries` pages of `page_B` bytes (nosql Sec. 4.4): values of `value_B` bytes laid out
+// in key-popularity order (clustered) or each on a random page (unclustered).
+double TranslationMissRate(const std::string& distribution, double zipf_theta, uint64_t keys, uint32_t value_B,
+                           bool clustered, uint32_t cache_entries, uint32_t page_B);
+
 }  // namespace rdmalab::model

@@ -60,6 +60,7 @@ TEST(Analytic, ManyQpsMissTheQpContextCache) {
   nlohmann::json w = {{"verb", "write"}, {"connection", "UC"}, {"size", 32}};
   double few = Eval(w, "tput", cx3).mops;
   w["clients"] = 1600;
+  w["tx_depth"] = 16;  // the window calibrate assumes for herd14 Sec. 3.3's clients
   double many = Eval(w, "tput", cx3).mops;
   EXPECT_NEAR(few, 35, 0.1);
   EXPECT_NEAR(many, 30, 0.1);

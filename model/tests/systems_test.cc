@@ -28,11 +28,16 @@ TEST(Systems, HerdIsTheSumOfItsVerbsAndServerWork) {
 
 TEST(Systems, BatchingHelpsHerdWhenCpuOrMmioBound) {
   Profile cib = LoadProfile("cib", DefaultProfileDir());
-  for (int cores : {1, 4, 14}) {
+  for (int cores : {1, 4}) {
     double base = Kv({{"system", "herd"}, {"threads", cores}}, cib).mops;
-    double batched = Kv({{"system", "herd"}, {"threads", cores}, {"batching", true}}, cib).mops;
+    // guide16 Sec. 4.1 applies batching with multi-queue
+    double batched = Kv({{"system", "herd"}, {"threads", cores}, {"batching", true}, {"queues", 3}}, cib).mops;
     EXPECT_GT(batched, base) << cores;
   }
+  // 51 clients over 14 workers: a sweep finds about one request, so there is little to batch
+  double base = Kv({{"system", "herd"}, {"threads", 14}}, cib).mops;
+  double batched = Kv({{"system", "herd"}, {"threads", 14}, {"batching", true}, {"queues", 3}}, cib).mops;
+  EXPECT_NEAR(batched, base, 0.05 * base);
 }
 
 TEST(Systems, PilafIsBoundByItsReadsFarmVarByTwoReads) {
@@ -60,7 +65,13 @@ TEST(Systems, SequencerDesignsNameTheirBottlenecks) {
   EXPECT_EQ(by["atomics"].bottleneck_label, "PCIe RTT");
   EXPECT_EQ(by["herd_rpc"].bottleneck, "shared_counter");
   EXPECT_GT(by["herd_rpc_batch"].mops, 3 * by["herd_rpc"].mops);
-  EXPECT_EQ(by["spec_s0"].bottleneck, "nic_rx");  // header-only RECVs
+  EXPECT_GE(by["spec_s0"].mops, by["herd_rpc_batch"].mops);
+  // with enough requests outstanding for full sweeps, the header-only RECVs bound Spec-S0
+  Profile cib = LoadProfile("cib", DefaultProfileDir());
+  Prediction full = Predict(PointFromJson({{"mode", "sequencer"}, {"params", {{"design", "spec_s0"}, {"clients", 70},
+                                                                            {"window", 16}, {"window_bound", false}}}},
+                                          true), cib);
+  EXPECT_EQ(full.bottleneck, "nic_rx");
 }
 
 TEST(Systems, HydraDbGetIsOneReadOfValueAndLease) {
@@ -118,7 +129,6 @@ TEST(Systems, WhatTheModelDoesNotRepresentIsRefusedWithTheReason) {
   EXPECT_THROW(tput({{"verb", "send"}, {"numa", "far"}}), NotModeled);
   EXPECT_THROW(tput({{"verb", "send"}, {"page_offset", 64}}), NotModeled);
   EXPECT_THROW(tput({{"verb", "send"}, {"buffers", 2}}), NotModeled);
-  EXPECT_THROW(tput({{"verb", "read"}, {"placement", "unclustered"}}), NotModeled);
   EXPECT_GT(tput({{"verb", "read"}, {"placement", "clustered"}, {"distribution", "zipf"}}).mops, 0);
 }
 
