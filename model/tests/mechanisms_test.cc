@@ -48,5 +48,39 @@ TEST(Mechanisms, HerdDeclinesWithHundredsOfClientQps) {
   EXPECT_NEAR(herd(1024, 4, off).mops, herd(64, 4, off).mops, 1e-9) << "the decline is the QP cache's";
 }
 
+// guide16 Sec. 3.3, 5.2.1 / Fig. 11b: one core on one QP is bound to one PU, which waits for
+// each doorbell's WQE DMA; a second QP doubles the batched rate until the core limits it.
+// WQE-by-MMIO posts are CPU-bound and gain nothing from more QPs.
+TEST(Mechanisms, MultiQueueLiftsASingleCoresUdSends) {
+  Profile cib = Load("cib");
+  auto send = [&](int qps, int batch) {
+    return At("tput", {{"verb", "send_inline"}, {"connection", "UD"}, {"size", 60}, {"direction", "outbound"},
+                       {"threads", 1}, {"qp", qps}, {"post_list", batch}, {"cq_mod", 16}}, cib);
+  };
+  EXPECT_EQ(send(1, 16).bottleneck, "nic_tx");
+  EXPECT_NEAR(send(2, 16).mops / send(1, 16).mops, 2.0, 0.05);
+  EXPECT_GE(send(4, 16).mops / send(1, 16).mops, 2.0);
+  EXPECT_EQ(send(4, 16).bottleneck, "cpu");
+  EXPECT_NEAR(send(4, 1).mops, send(1, 1).mops, 1e-9);
+  Profile off = cib;
+  off.disabled = kPuPerQp;
+  EXPECT_GT(At("tput", {{"verb", "send_inline"}, {"connection", "UD"}, {"size", 60}, {"direction", "outbound"},
+                        {"threads", 1}, {"qp", 1}, {"post_list", 16}, {"cq_mod", 16}}, off).mops,
+            send(1, 16).mops);
+}
+
+// guide16 Sec. 4.2 / Fig. 7: the batched RPC sequencer on one core is PU-bound; multi-queue
+// (3 response QPs per core) lifts it to the core's own limit.
+TEST(Mechanisms, MultiQueueLiftsASingleCoresSequencer) {
+  Profile cib = Load("cib");
+  auto seq = [&](const std::string& design) {
+    return At("sequencer", {{"design", design}, {"threads", 1}, {"clients", 70}}, cib);
+  };
+  Prediction one = seq("herd_rpc_batch"), mq = seq("herd_rpc_batch_mq");
+  EXPECT_EQ(one.bottleneck, "nic_tx");
+  EXPECT_GT(mq.mops, 1.05 * one.mops);
+  EXPECT_EQ(mq.bottleneck, "cpu");
+}
+
 }  // namespace
 }  // namespace rdmalab::model
