@@ -139,11 +139,18 @@ constexpr uint32_t kRecvRepostBatch = 16;  // RECVs re-posted with one doorbell 
 
 }  // namespace
 
-Demand Outbound(const WrShape& wr, uint32_t batch, uint32_t cq_mod, const Profile& prof, const WireParams& wire) {
+Demand Outbound(const WrShape& wr, uint32_t batch, uint32_t cq_mod, const Profile& prof, const WireParams& wire,
+                bool doorbell) {
   Demand d;
   batch = std::max<uint32_t>(batch, 1);
+  doorbell = doorbell || batch > 1;
   uint32_t wqe = SendWqeBytes(wr, prof.wqe);
-  d.AddPcie(PostBatch(batch, wqe, prof.pcie), 1.0 / batch);
+  if (batch == 1 && doorbell) {
+    d.AddPcie(Doorbell(prof.pcie));
+    d.AddPcie(DmaRead(PadToLine(wqe), prof.pcie));
+  } else {
+    d.AddPcie(PostBatch(batch, wqe, prof.pcie), 1.0 / batch);
+  }
   d.pio_posts = 1.0 / batch;
   WrShape data = wr;
   data.signaled = false;
@@ -151,14 +158,14 @@ Demand Outbound(const WrShape& wr, uint32_t batch, uint32_t cq_mod, const Profil
   double cqe = wr.signaled ? 1.0 / std::max<uint32_t>(cq_mod, 1) : 0;
   d.AddPcie(DmaWrite(kCqeBytes, prof.pcie), cqe);
   d.nic_tx_ns = OutboundNs(wr, prof.nic.t);
-  if (batch > 1 && prof.Has(kPuPerQp)) d.fetch_wait_ns += prof.lat.pcie_rtt_ns / batch;  // the batch's WQEs
+  if (doorbell && prof.Has(kPuPerQp)) d.fetch_wait_ns += prof.lat.pcie_rtt_ns / batch;  // the batch's WQEs
   if (NeedsPayloadFetch(wr) && prof.Has(kPayloadFetch)) d.fetch_wait_ns += prof.lat.pcie_rtt_ns;
   WireBytes w = Wire(wr, wire);
   d.link_tx_B = w.req_B;
   d.link_tx_packets = w.req_packets;
   d.link_rx_B = w.resp_B;
   d.link_rx_packets = w.resp_packets;
-  d.cpu_ns = (batch == 1 ? prof.cpu.post_mmio_ns : prof.cpu.post_doorbell_ns / batch + prof.cpu.post_per_wr_ns) +
+  d.cpu_ns = (!doorbell ? prof.cpu.post_mmio_ns : prof.cpu.post_doorbell_ns / batch + prof.cpu.post_per_wr_ns) +
              cqe * prof.cpu.poll_cq_ns;
   d.payload_B = wr.payload_B;
   return d;

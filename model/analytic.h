@@ -72,8 +72,10 @@ Prediction Solve(const Demand& d, const Profile& prof, const WireParams& wire, c
 // Building blocks for composing an operation out of verbs at the measured node.
 WrShape Shape(const VerbSpec& v, uint64_t payload_B, uint32_t sge = 1, bool inline_recv = false);
 // The node posts `wr` (batched `batch` per doorbell) and its NIC carries it out.
-// One CQE per `cq_mod` WRs when `wr.signaled`, none otherwise.
-Demand Outbound(const WrShape& wr, uint32_t batch, uint32_t cq_mod, const Profile& prof, const WireParams& wire);
+// One CQE per `cq_mod` WRs when `wr.signaled`, none otherwise. `doorbell`: post by Doorbell
+// even a batch of one (the NIC DMA-reads the WQE) instead of WQE-by-MMIO.
+Demand Outbound(const WrShape& wr, uint32_t batch, uint32_t cq_mod, const Profile& prof, const WireParams& wire,
+                bool doorbell = false);
 // The node's NIC serves `wr` arriving from a peer (no host CPU involved except RECVs).
 Demand Inbound(const WrShape& wr, const Profile& prof, const WireParams& wire);
 // The NIC's QP-context cache misses with `qps` connected QPs used in random order; each

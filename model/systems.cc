@@ -144,7 +144,9 @@ Prediction PredictSequencer(const Point& pt, const Profile& prof) {
     Composer c{pt, prof, wire, {}, {}, 0};
     // rdmalab-bench's --batch (post_list here) fixes the responses per doorbell
     uint32_t batch = !batched ? 1 : pt.batch_given ? pt.post_list : Doorbell(sweep);
-    bool doorbell = batch > 1;
+    // guide16 Sec. 4.1: the batched design SENDs the N requests a sweep found with a Doorbell,
+    // N = 1 included; --batch 1 asks for one WQE-by-MMIO post each
+    bool doorbell = batched && !(pt.batch_given && batch == 1);
     WrShape req = spec ? Shape(Verb(Opcode::kSend, Transport::kUd, true), 0)
                        : Shape(Verb(Opcode::kWrite, Transport::kUc, true), 16);
     if (spec) req.header_only = true;
@@ -155,7 +157,7 @@ Prediction PredictSequencer(const Point& pt, const Profile& prof) {
     if (spec) resp.header_only = true, resp.payload_B = 0;
     c.Add(std::string(spec ? "outbound header-only SEND" : "outbound SEND-UD 8 B") +
               (doorbell ? " (doorbell batch " + std::to_string(batch) + ")" : " (WQE-by-MMIO)"),
-          Outbound(resp, batch, kHerdSignalEvery, prof, wire), 1);
+          Outbound(resp, batch, kHerdSignalEvery, prof, wire, doorbell), 1);
     // server CPU: detect the request, take the next value of the shared counter (one atomic
     // add of N per sweep when batched)
     double per_counter = counter_batched ? sweep : 1;
@@ -204,14 +206,15 @@ Prediction PredictKv(const Point& pt, const Profile& prof) {
       h.Add("QP-context misses (" + std::to_string(clients) + " UC QPs)", QpCacheMisses(clients, prof, true, pt.window),
             1);
       uint32_t batch = pt.batching ? Doorbell(sweep) : 1;
-      bool doorbell = pt.batching && batch > 1;
+      bool doorbell = pt.batching;  // guide16 Sec. 4.1: a sweep's responses go by Doorbell
       bool inl = sv <= kHerdInlineLimitB && sv <= prof.wqe.max_inline_B;
       WrShape get_resp = Shape(Verb(Opcode::kSend, Transport::kUd, inl, true), sv);
       WrShape put_resp = Shape(Verb(Opcode::kSend, Transport::kUd, true, true), 0);
       std::string how = doorbell ? " (doorbell batch " + std::to_string(batch) + ")" : " (WQE-by-MMIO)";
       h.Add("outbound SEND-UD GET response " + std::to_string(sv) + " B" + (inl ? " inline" : "") + how,
-            Outbound(get_resp, batch, kHerdSignalEvery, prof, wire), f_get);
-      h.Add("outbound SEND-UD PUT response" + how, Outbound(put_resp, batch, kHerdSignalEvery, prof, wire), f_put);
+            Outbound(get_resp, batch, kHerdSignalEvery, prof, wire, doorbell), f_get);
+      h.Add("outbound SEND-UD PUT response" + how, Outbound(put_resp, batch, kHerdSignalEvery, prof, wire, doorbell),
+            f_put);
       // MICA lookup: 2 random accesses, hidden by the 2-stage prefetching pipeline. Workers
       // own their keys (EREW), so the hottest worker's share of the requests limits them all.
       std::vector<double> shares = WorkerShares(pt.distribution, pt.zipf_theta, pt.keys, workers);

@@ -82,5 +82,58 @@ TEST(Mechanisms, MultiQueueLiftsASingleCoresSequencer) {
   EXPECT_EQ(mq.bottleneck, "cpu");
 }
 
+// guide16 Sec. 4.2 / Fig. 7: with 70 clients fixed, each of more workers finds fewer requests
+// per sweep, so the responses per doorbell fall (and the rate with them beyond a point).
+TEST(Mechanisms, ResponsesPerDoorbellFallAsCoresGrowWithFixedClients) {
+  Profile cib = Load("cib");
+  auto seq = [&](int cores) {
+    return At("sequencer", {{"design", "herd_rpc_batch_mq"}, {"threads", cores}, {"clients", 70}}, cib);
+  };
+  double last = 1e9;
+  for (int cores : {2, 6, 8, 10, 14}) {
+    double sweep = seq(cores).requests_per_sweep;
+    EXPECT_LE(sweep, last) << cores;
+    last = sweep;
+  }
+  EXPECT_EQ(seq(2).requests_per_sweep, 16);  // capped: one request per client, 16 per doorbell
+  EXPECT_LT(seq(14).requests_per_sweep, 0.5 * seq(6).requests_per_sweep);
+  EXPECT_LT(seq(14).mops, seq(8).mops);
+  // HERD's GET responses the same way
+  auto herd = [&](int cores) {
+    return At("kv", {{"system", "herd"}, {"threads", cores}, {"clients", 70}, {"batching", true}, {"queues", 3},
+                     {"window_bound", false}}, cib).requests_per_sweep;
+  };
+  EXPECT_GT(herd(2), herd(12));
+}
+
+// guide16 Sec. 4.2.2 / Fig. 8: the Doorbell costs the response a WQE DMA read, so batching
+// adds latency even when the load is light.
+TEST(Mechanisms, BatchingAddsLatencyAtLowLoad) {
+  Profile cib = Load("cib");
+  auto lat = [&](const nlohmann::json& extra) {
+    nlohmann::json params = {{"design", "spec_s0"}, {"threads", 10}, {"clients", 2}, {"window", 1}};
+    for (const auto& [k, v] : extra.items()) params[k] = v;
+    Prediction p = At("sequencer", params, cib);
+    EXPECT_EQ(p.bottleneck, "window");  // light load: the clients' window limits
+    return p.lat_us;
+  };
+  double batched = lat(nlohmann::json::object()), one_by_one = lat({{"batch", 1}});
+  EXPECT_NEAR(batched - one_by_one, cib.lat.pcie_rtt_ns / 1000, 0.05);
+}
+
+// guide16 Sec. 4.2.2: Spec-S0 claims a sweep's counter values with one atomic add in both
+// forms, so its non-batched form is not bound by the shared counter as the RPC baseline is.
+TEST(Mechanisms, SpecS0BatchesTheCounterWithAndWithoutResponseBatching) {
+  Profile cib = Load("cib");
+  auto seq = [&](const std::string& design, int batch) {
+    return At("sequencer", {{"design", design}, {"clients", 70}, {"batch", batch}, {"window_bound", false}}, cib);
+  };
+  Prediction spec_one = seq("spec_s0", 1), spec = seq("spec_s0", 16), rpc = seq("herd_rpc", 1);
+  EXPECT_LT(spec_one.per_op.serial_cpu_ns, 0.5 * cib.cpu.shared_atomic_ns);
+  EXPECT_LT(spec.per_op.serial_cpu_ns, 0.5 * cib.cpu.shared_atomic_ns);
+  EXPECT_NEAR(rpc.per_op.serial_cpu_ns, cib.cpu.shared_atomic_ns, 1e-9);
+  EXPECT_GT(spec_one.mops, 2 * rpc.mops);
+}
+
 }  // namespace
 }  // namespace rdmalab::model

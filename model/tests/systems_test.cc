@@ -34,10 +34,11 @@ TEST(Systems, BatchingHelpsHerdWhenCpuOrMmioBound) {
     double batched = Kv({{"system", "herd"}, {"threads", cores}, {"batching", true}, {"queues", 3}}, cib).mops;
     EXPECT_GT(batched, base) << cores;
   }
-  // 51 clients over 14 workers: a sweep finds about one request, so there is little to batch
+  // 51 clients over 14 workers: a sweep finds about one request, and a Doorbell for one
+  // response costs a WQE DMA read that WQE-by-MMIO does not (guide16 Fig. 7 beyond 6 cores)
   double base = Kv({{"system", "herd"}, {"threads", 14}}, cib).mops;
   double batched = Kv({{"system", "herd"}, {"threads", 14}, {"batching", true}, {"queues", 3}}, cib).mops;
-  EXPECT_NEAR(batched, base, 0.05 * base);
+  EXPECT_LT(batched, base);
 }
 
 TEST(Systems, PilafIsBoundByItsReadsFarmVarByTwoReads) {
