@@ -135,5 +135,24 @@ TEST(Mechanisms, SpecS0BatchesTheCounterWithAndWithoutResponseBatching) {
   EXPECT_GT(spec_one.mops, 2 * rpc.mops);
 }
 
+// nosql Sec. 4.6 / Fig. 18: a non-inline WRITE's payload is DMA-read before the NIC can send
+// it, an inline one travels in the WQE: small inline WRITEs are faster, with one client
+// process or 24 (the survey's setup).
+TEST(Mechanisms, SmallInlineWritesBeatNonInline) {
+  Profile p = Load("cx-nosql");
+  auto write = [&](const std::string& verb, int qps, const Profile& prof) {
+    return At("tput", {{"verb", verb}, {"connection", "RC"}, {"size", 16}, {"direction", "outbound"}, {"qp", qps},
+                       {"cq_mod", 16}}, prof);
+  };
+  for (int qps : {1, 24}) {
+    EXPECT_GT(write("write_inline", qps, p).mops, 1.3 * write("write", qps, p).mops) << qps;
+    EXPECT_GT(write("write", qps, p).lat_us, write("write_inline", qps, p).lat_us) << qps;
+  }
+  Profile off = p;
+  off.disabled = kPayloadFetch;
+  EXPECT_NEAR(write("write", 24, off).per_op.nic_tx_ns, write("write_inline", 24, off).per_op.nic_tx_ns, 1e-9);
+  EXPECT_EQ(write("write", 24, off).per_op.fetch_wait_ns, 0);
+}
+
 }  // namespace
 }  // namespace rdmalab::model
