@@ -154,5 +154,27 @@ TEST(Mechanisms, SmallInlineWritesBeatNonInline) {
   EXPECT_EQ(write("write", 24, off).per_op.fetch_wait_ns, 0);
 }
 
+// nosql Sec. 4.4 / Fig. 14: READs of values chosen by key among 4 M keys. Small values fit
+// the NIC's translation cache whatever the keys; larger ones miss, uniform keys more than Zipf
+// keys, and Zipf keys more when the values lie scattered than when hot values share pages.
+TEST(Mechanisms, ZipfBeatsUniformAndClusteredBeatsScatteredForLargeReads) {
+  Profile p = Load("cx-nosql");
+  auto read = [&](int size, const std::string& distribution, const std::string& placement, const Profile& prof) {
+    return At("tput", {{"verb", "read"}, {"connection", "RC"}, {"direction", "inbound"}, {"clients", 8},
+                       {"tx_depth", 16}, {"keys", 4 << 20}, {"size", size}, {"distribution", distribution},
+                       {"placement", placement}}, prof).mops;
+  };
+  EXPECT_NEAR(read(4, "zipf", "clustered", p), read(4, "uniform", "unclustered", p), 1e-9);
+  for (int size : {32, 64}) {
+    EXPECT_GT(read(size, "zipf", "clustered", p), 1.3 * read(size, "uniform", "clustered", p)) << size;
+    EXPECT_GT(read(size, "zipf", "clustered", p), 1.3 * read(size, "zipf", "unclustered", p)) << size;
+    EXPECT_GT(read(size, "zipf", "unclustered", p), read(size, "uniform", "unclustered", p)) << size;
+  }
+  EXPECT_LT(read(64, "uniform", "clustered", p), read(4, "uniform", "clustered", p));
+  Profile off = p;
+  off.disabled = kTranslation;
+  EXPECT_NEAR(read(64, "uniform", "unclustered", off), read(64, "zipf", "clustered", off), 1e-9);
+}
+
 }  // namespace
 }  // namespace rdmalab::model

@@ -44,5 +44,18 @@ TEST(Workload, FewKeysAreHashedExactly) {
     EXPECT_TRUE(std::any_of(possible.begin(), possible.end(), [&](double p) { return std::abs(p - x) < 1e-12; })) << x;
 }
 
+TEST(Workload, TranslationMissesGrowWithTheRegionAndFallWithSkewAndClustering) {
+  auto miss = [](const std::string& d, uint32_t value_B, bool clustered) {
+    return TranslationMissRate(d, 0.99, 4 << 20, value_B, clustered, 4096, 4096);
+  };
+  EXPECT_EQ(miss("uniform", 4, true), 0);               // 4096 pages: all cached
+  EXPECT_NEAR(miss("uniform", 16, true), 0.75, 1e-12);  // 16384 pages, a quarter cached
+  EXPECT_NEAR(miss("uniform", 16, false), 0.75, 1e-12);
+  EXPECT_LT(miss("zipf", 16, true), miss("zipf", 16, false));
+  EXPECT_LT(miss("zipf", 16, false), miss("uniform", 16, false));
+  EXPECT_NEAR(HottestKeysShare("uniform", 0.99, 1000, 250), 0.25, 1e-12);
+  EXPECT_NEAR(HottestKeysShare("zipf", 0.99, 1000, 1000), 1.0, 1e-12);
+}
+
 }  // namespace
 }  // namespace rdmalab::model
