@@ -68,6 +68,31 @@ void DescribeWr(std::ostringstream& o, const std::string& title, const WrShape& 
 
 }  // namespace
 
+std::string MechanismShares(const Point& pt, const Profile& prof, const Prediction& p) {
+  std::ostringstream o;
+  o << "\nmechanisms (the point predicted with each one switched off; its share of the operation's cost\n"
+       "at the rate-setting resource = 1 - rate / rate without it):\n";
+  const MechanismInfo* leader = nullptr;
+  double leader_share = 0.005;  // below half a percent a mechanism sets nothing
+  for (const auto& m : kMechanisms) {
+    Profile without = prof;
+    without.disabled |= m.bit;
+    Prediction q = Predict(pt, without);
+    double share = q.mops > 0 ? std::max(0.0, 1 - p.mops / q.mops) : 0;
+    if (share > leader_share) leader = &m, leader_share = share;
+    char buf[220];
+    std::snprintf(buf, sizeof buf, "    %-14s %-48s %9.2f Mops without  share %5.1f%%  (%s)\n", m.name, m.what, q.mops,
+                  100 * share, q.bottleneck.c_str());
+    o << buf;
+  }
+  o << "  sets the rate: ";
+  if (leader)
+    o << leader->name << " (" << leader->what << "), at " << p.bottleneck << "\n";
+  else
+    o << "none of these: the verbs' own costs at " << p.bottleneck << " (" << p.bottleneck_label << ")\n";
+  return o.str();
+}
+
 json ResultRow(const Point& pt, const Prediction& p) {
   json util = json::object();
   json limits = json::object();
@@ -194,6 +219,7 @@ std::string Explain(const Point& pt, const Profile& prof, const Prediction& p) {
                   100 * r.utilization);
     o << buf;
   }
+  o << MechanismShares(pt, prof, p);
   double lines_per_s = prof.pcie.DirectionBytesPerSec() / (kCacheLineBytes + prof.pcie.req_hdr_B);
   o << "\nPCIe: " << Fmt("%.1f", prof.pcie.lane_MBps) << " MB/s x " << prof.pcie.lanes << " lanes, Pr "
     << prof.pcie.req_hdr_B << " B, Pc " << prof.pcie.cpl_hdr_B << " B, Crc " << prof.pcie.rcb_B

@@ -29,6 +29,9 @@ std::string FormatFormula(const Point& pt, const Profile& prof, const FormulaVal
 std::string FormatPrediction(const Point& pt, const Profile& prof, const Prediction& p);
 // Per-op PCIe/wire breakdown and the resource table, like guide16's Figure 5/6 diagrams.
 std::string Explain(const Point& pt, const Profile& prof, const Prediction& p);
+// Each NIC mechanism's share (model/profile.h Mechanism): the point predicted with it switched
+// off, and the one that costs the most at the rate-setting resource.
+std::string MechanismShares(const Point& pt, const Profile& prof, const Prediction& p);
 std::string FormatCalibration(const CalibrationResult& r);
 
 }  // namespace rdmalab::model

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include "model/analytic.h"
+#include "model/report.h"
 
 namespace rdmalab::model {
 namespace {
@@ -174,6 +175,19 @@ TEST(Mechanisms, ZipfBeatsUniformAndClusteredBeatsScatteredForLargeReads) {
   Profile off = p;
   off.disabled = kTranslation;
   EXPECT_NEAR(read(64, "uniform", "unclustered", off), read(64, "zipf", "clustered", off), 1e-9);
+}
+
+// `explain` names each mechanism's share and the one that sets the rate.
+TEST(Mechanisms, ExplainNamesTheMechanismThatSetsTheRate) {
+  Profile cx3 = Load("cx3");
+  Point herd = PointFromJson({{"mode", "kv"}, {"params", {{"system", "herd"}, {"threads", 6}, {"clients", 1024},
+                                                          {"window_bound", false}}}}, true);
+  std::string text = MechanismShares(herd, cx3, Predict(herd, cx3));
+  for (const auto& m : kMechanisms) EXPECT_NE(text.find(m.name), std::string::npos) << m.name;
+  EXPECT_NE(text.find("sets the rate: qp_cache"), std::string::npos) << text;
+  Profile cib = Load("cib");
+  Point read = PointFromJson({{"mode", "tput"}, {"params", {{"verb", "read"}, {"size", 32}}}}, true);
+  EXPECT_NE(MechanismShares(read, cib, Predict(read, cib)).find("sets the rate: none of these"), std::string::npos);
 }
 
 }  // namespace
