@@ -21,7 +21,9 @@ std::string Pct(double f) { return std::to_string(static_cast<int>(f * 100 + 0.5
 
 const std::vector<std::string>& ExperimentIds() {
   static const std::vector<std::string> ids = {"herd14-fig9-kv", "herd14-fig10-valuesize", "guide16-table3",
-                                               "guide16-fig9-herd-batching", "guide16-fig10-drtm"};
+                                               "guide16-fig9-herd-batching", "guide16-fig10-drtm",
+                                               "herd14-fig6-alltoall", "herd14-fig12-clients",
+                                               "guide16-fig7-sequencer", "nosql-fig14-distribution"};
   return ids;
 }
 
@@ -69,6 +71,49 @@ ExperimentTable RunExperiment(const std::string& id, const std::string& profile,
     std::vector<std::string> profs = profile.empty() ? std::vector<std::string>{"cx3", "cib"} : std::vector<std::string>{profile};
     for (const auto& p : profs)
       for (double put : {0.0, 0.05, 0.1, 0.25, 0.5, 0.75, 1.0}) add(p + " " + Pct(put), p, Kv("drtm", put, 32, "ib"));
+  } else if (id == "herd14-fig6-alltoall") {
+    std::string p = profile.empty() ? "cx3-pcie2" : profile;
+    t.title = "herd14 Fig. 6: all-to-all 32 B per node vs nodes N (N x N connected QPs), Mops";
+    t.note = "outbound UC WRITEs fall once N x N QPs overflow the QP-context cache; UD SENDs need N QPs";
+    for (uint32_t n : {2u, 4u, 8u, 12u, 16u})
+      for (const auto& [verb, conn] : std::vector<std::pair<std::string, std::string>>{
+               {"write_inline", "UC"}, {"send_inline", "UD"}})
+        add(verb + " " + conn + " N=" + std::to_string(n), p,
+            PointFromJson(json{{"mode", "tput"}, {"params", {{"verb", verb}, {"connection", conn}, {"size", 32},
+                                                             {"direction", "alltoall"}, {"clients", n},
+                                                             {"tx_depth", 16}, {"cq_mod", 64}}}}, true));
+  } else if (id == "herd14-fig12-clients") {
+    std::string p = profile.empty() ? "cx3" : profile;  // herd14 Sec. 5.5: E5-2450, ConnectX-3, PCIe 3.0 x8
+    t.title = "herd14 Fig. 12: HERD throughput vs client processes (6 server processes), window 4 and 16, Mops";
+    for (uint32_t window : {4u, 16u})
+      for (uint32_t clients : {16u, 64u, 128u, 256u, 512u, 768u, 1024u})
+        add("window=" + std::to_string(window) + " clients=" + std::to_string(clients), p,
+            Kv("herd", 0.05, 32, "ib", {{"threads", 6}, {"clients", clients}, {"window", window}}));
+  } else if (id == "guide16-fig7-sequencer") {
+    std::string p = profile.empty() ? "cib" : profile;
+    t.title = "guide16 Fig. 7: sequencer throughput vs server cores, 70 clients (requests per sweep in the notes), Mops";
+    for (const std::string design : {"herd_rpc", "herd_rpc_batch", "herd_rpc_batch_mq", "spec_s0"})
+      for (uint32_t cores : {1u, 2u, 4u, 6u, 8u, 10u, 12u, 14u}) {
+        Point pt = PointFromJson(json{{"mode", "sequencer"}, {"params", {{"design", design}, {"threads", cores},
+                                                                         {"clients", 70}, {"window_bound", false}}}},
+                                 true);
+        Prediction pr = Predict(pt, prof(p));
+        char sweep[32];
+        std::snprintf(sweep, sizeof sweep, " (%.1f per sweep)", pr.requests_per_sweep);
+        t.rows.push_back({design + " cores=" + std::to_string(cores) + sweep, p, pt, pr});
+      }
+  } else if (id == "nosql-fig14-distribution") {
+    std::string p = profile.empty() ? "cx-nosql" : profile;
+    t.title = "nosql Fig. 14: inbound READ vs value size, 4 M keys, Zipf vs uniform, clustered vs unclustered, Mops";
+    for (const std::string dist : {"uniform", "zipf"})
+      for (const std::string placement : {"clustered", "unclustered"})
+        for (uint32_t size : {2u, 4u, 8u, 16u, 32u, 64u})
+          add(dist + " " + placement + " SV=" + std::to_string(size), p,
+              PointFromJson(json{{"mode", "tput"}, {"params", {{"verb", "read"}, {"connection", "RC"},
+                                                               {"direction", "inbound"}, {"clients", 8},
+                                                               {"tx_depth", 16}, {"keys", 4 << 20},
+                                                               {"size", size}, {"distribution", dist},
+                                                               {"placement", placement}}}}, true));
   } else {
     std::string valid;
     for (const auto& e : ExperimentIds()) valid += (valid.empty() ? "" : ", ") + e;

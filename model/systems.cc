@@ -171,7 +171,8 @@ Prediction PredictSequencer(const Point& pt, const Profile& prof) {
     c.lat_us = VerbLatencyUs(req, prof, wire, true) + VerbLatencyUs(resp, prof, wire, true, doorbell);
     return c.Finish(e);
   };
-  double sweep = EmergentSweep(pt, workers, prof, [&](double s) {
+  // the RPC baseline answers each request as it finds it: nothing is batched
+  double sweep = !counter_batched ? 1 : EmergentSweep(pt, workers, prof, [&](double s) {
     Prediction p = compose(s);
     return std::make_pair(p.mops, p.lat_us);
   });
