@@ -13,6 +13,7 @@ namespace {
 constexpr uint32_t kHerdInlineLimitB = 192;   // herd14: larger values use non-inlined SENDs
 constexpr uint32_t kHerdSignalEvery = 64;     // selective signaling of responses
 constexpr uint32_t kMaxResponseBatch = 16;    // guide16: up to one request per client per sweep
+constexpr double kSweepTolerance = 1e-3;      // requests per sweep: far below one request
 constexpr uint32_t kDefaultClients = 51;      // herd14 Sec. 5: 51 client processes on 17 machines
 constexpr uint32_t kPointerB = 8;
 constexpr uint32_t kFarmNeighbourhood = 6;
@@ -52,7 +53,7 @@ double EmergentSweep(const Point& pt, uint32_t workers, const Profile& prof, Rat
   double lo = 1, hi = cap;
   if (excess(lo) >= 0) return lo;
   if (excess(hi) <= 0) return hi;
-  for (int i = 0; i < 40; ++i) {
+  while (hi - lo > kSweepTolerance) {
     double mid = (lo + hi) / 2;
     (excess(mid) < 0 ? lo : hi) = mid;
   }
@@ -60,6 +61,16 @@ double EmergentSweep(const Point& pt, uint32_t workers, const Profile& prof, Rat
 }
 
 uint32_t Doorbell(double sweep) { return std::max<uint32_t>(1, static_cast<uint32_t>(std::lround(sweep))); }
+
+// Responses posted per sweep of `sweep` requests on average: sweeps of floor and ceil sizes in
+// proportion, so the cost moves smoothly with the sweep (the fixed point needs no jumps).
+Demand OutboundPerSweep(const WrShape& wr, double sweep, bool doorbell, const Profile& prof, const WireParams& wire,
+                        uint32_t signal_every) {
+  double lo = std::max(1.0, std::floor(sweep)), f = std::max(1.0, sweep) - lo;
+  Demand d = Outbound(wr, static_cast<uint32_t>(lo), signal_every, prof, wire, doorbell).Scaled(1 - f);
+  if (f > 0) d += Outbound(wr, static_cast<uint32_t>(lo) + 1, signal_every, prof, wire, doorbell).Scaled(f);
+  return d;
+}
 
 Demand Cpu(double ns) {
   Demand d;
@@ -157,7 +168,9 @@ Prediction PredictSequencer(const Point& pt, const Profile& prof) {
     if (spec) resp.header_only = true, resp.payload_B = 0;
     c.Add(std::string(spec ? "outbound header-only SEND" : "outbound SEND-UD 8 B") +
               (doorbell ? " (doorbell batch " + std::to_string(batch) + ")" : " (WQE-by-MMIO)"),
-          Outbound(resp, batch, kHerdSignalEvery, prof, wire, doorbell), 1);
+          pt.batch_given || !batched ? Outbound(resp, batch, kHerdSignalEvery, prof, wire, doorbell)
+                                     : OutboundPerSweep(resp, sweep, doorbell, prof, wire, kHerdSignalEvery),
+          1);
     // server CPU: detect the request, take the next value of the shared counter (one atomic
     // add of N per sweep when batched)
     double per_counter = counter_batched ? sweep : 1;
@@ -196,6 +209,8 @@ Prediction PredictKv(const Point& pt, const Profile& prof) {
   auto read = [&](uint32_t bytes) { return Shape(Verb(Opcode::kRead, Transport::kRc, false, true), bytes); };
 
   if (pt.system == "herd") {
+    std::vector<double> shares = WorkerShares(pt.distribution, pt.zipf_theta, pt.keys, workers);
+    double imbalance = *std::max_element(shares.begin(), shares.end()) * workers;
     auto compose = [&](double sweep) {
       Composer h{pt, prof, wire, {}, {}, 0};
       // request: the client's UC WRITE into the request region (GET: keyhash; PUT: key, LEN, value)
@@ -213,13 +228,11 @@ Prediction PredictKv(const Point& pt, const Profile& prof) {
       WrShape put_resp = Shape(Verb(Opcode::kSend, Transport::kUd, true, true), 0);
       std::string how = doorbell ? " (doorbell batch " + std::to_string(batch) + ")" : " (WQE-by-MMIO)";
       h.Add("outbound SEND-UD GET response " + std::to_string(sv) + " B" + (inl ? " inline" : "") + how,
-            Outbound(get_resp, batch, kHerdSignalEvery, prof, wire, doorbell), f_get);
-      h.Add("outbound SEND-UD PUT response" + how, Outbound(put_resp, batch, kHerdSignalEvery, prof, wire, doorbell),
-            f_put);
+            OutboundPerSweep(get_resp, sweep, doorbell, prof, wire, kHerdSignalEvery), f_get);
+      h.Add("outbound SEND-UD PUT response" + how, OutboundPerSweep(put_resp, sweep, doorbell, prof, wire,
+                                                                     kHerdSignalEvery), f_put);
       // MICA lookup: 2 random accesses, hidden by the 2-stage prefetching pipeline. Workers
       // own their keys (EREW), so the hottest worker's share of the requests limits them all.
-      std::vector<double> shares = WorkerShares(pt.distribution, pt.zipf_theta, pt.keys, workers);
-      double imbalance = *std::max_element(shares.begin(), shares.end()) * workers;
       h.Add(std::string("server CPU (poll, MICA with prefetch)") + (imbalance > 1.0001 ? ", hottest worker" : ""),
             Cpu(cpu.poll_request_ns + cpu.kv_request_ns + 2 * cpu.prefetched_access_ns), imbalance);
       Engagement he = e;
