@@ -202,6 +202,17 @@ std::map<std::pair<std::string, std::string>, std::function<std::pair<bool, std:
   c[{"cx3-pcie2", "post_send() CPU time"}] = [](const Profile& p) {
     return std::make_pair(p.cpu.post_mmio_ns == 200, "post_mmio_ns = " + std::to_string(p.cpu.post_mmio_ns).substr(0, 5));
   };
+  // the per-request CPU costs (post, poll, prefetched accesses) against a per-core statement
+  c[{"cx3-pcie2", "ECHOs with 4 prefetched random memory accesses: 12 cores deliver the peak"}] = [](const Profile& p) {
+    auto echo = [&](int threads) {
+      return Predict(P({{"request", "write"}, {"response", "send"}, {"request_connection", "UC"},
+                        {"response_connection", "UD"}, {"size", 32}, {"optimizations", "inline,unsignaled,uc"},
+                        {"accesses", 4}, {"prefetch", true}, {"threads", threads}}, "echo"), p).mops;
+    };
+    double twelve = echo(12), all = echo(static_cast<int>(p.cpu.cores));
+    return std::make_pair(twelve >= 0.99 * all, std::to_string(twelve).substr(0, 5) + " of " +
+                                                    std::to_string(all).substr(0, 5) + " Mops with 12 cores");
+  };
   c[{"cx3-pcie2", "random DRAM access"}] = [](const Profile& p) {
     return std::make_pair(p.cpu.dram_ns >= 60 && p.cpu.dram_ns <= 120, "dram_ns = " + std::to_string(p.cpu.dram_ns).substr(0, 5));
   };
