@@ -99,7 +99,7 @@ struct Profile {
 enum Mechanism : uint32_t {
   kQpCache = 1,         // QP-context cache misses (herd14 Sec. 3.3, Fig. 6, 12)
   kPuPerQp = 2,         // one QP is served by one PU, which waits for its fetches (guide16 Sec. 3.3)
-  kBatching = 4,        // responses per doorbell from the requests a sweep finds (guide16 Sec. 4.2)
+  kBatching = 4,        // responses per doorbell from the requests a sweep finds (guide16 Sec. 4.2); off: full batches
   kPayloadFetch = 8,    // a non-inline WR's payload is DMA-read before sending (nosql Sec. 4.6)
   kTranslation = 16,    // the NIC's address-translation cache (nosql Sec. 4.4)
 };
@@ -111,7 +111,7 @@ struct MechanismInfo {
 inline constexpr MechanismInfo kMechanisms[] = {
     {kQpCache, "qp_cache", "QP-context cache misses"},
     {kPuPerQp, "pu_per_qp", "one PU per QP waits for its DMA fetches"},
-    {kBatching, "batching", "responses and counter updates batched per sweep"},
+    {kBatching, "batching", "sweeps finding fewer requests than a full batch"},
     {kPayloadFetch, "payload_fetch", "non-inline payload DMA-read before sending"},
     {kTranslation, "translation", "address-translation cache misses"},
 };
