@@ -4,6 +4,8 @@
 // - pingpong: client and server bounce a message; latency is half the round trip
 //   (perftest's ib_write_lat and ib_send_lat; herd14's ECHO with unsignaled inline WRITEs
 //   when --cq-mod is large and the payload is inline).
+// With -e/--events a waiting side sleeps on a completion channel instead of polling
+// (perftest's -e): the latency a program pays for giving its core away between messages.
 #include <infiniband/verbs.h>
 
 #include <algorithm>
@@ -27,6 +29,8 @@ using nlohmann::json;
 constexpr std::uint32_t kRecvDepth = 64;
 constexpr std::uint64_t kMarkerPeriod = 255;
 constexpr std::uint32_t kSpinsPerCheck = 4096;
+// A sleeper wakes at least this often to check the deadline and the stop flag.
+constexpr int kEventSliceMs = 50;
 static_assert((kSpinsPerCheck & (kSpinsPerCheck - 1)) == 0, "a power of two: checked with a mask");
 
 // The byte a ping-pong message ends with in iteration i: never 0, never the previous one.
@@ -45,6 +49,7 @@ class LatRun {
   void WaitSendCompletion();
   void RetireUnsignaled();
   bool WaitRecv(const std::atomic<bool>* stop);
+  bool SleepForCompletion(const std::atomic<bool>* stop, const char* waiting_for);
   bool WaitMarker(std::uint32_t size, std::uint64_t iteration, const std::atomic<bool>* stop);
   ResultRow MeasureClient(std::uint32_t size);
   void ServePingPong(std::uint32_t size, const std::atomic<bool>& stop);
@@ -57,6 +62,7 @@ class LatRun {
   ibv_qp_type qp_type_ = IBV_QPT_RC;
   std::uint32_t slot_bytes_ = 0;
   std::uint32_t inline_threshold_ = 0;
+  CompChannelPtr channel_;  // -e/--events only; declared before the CQs that report to it
   CqPtr send_cq_, recv_cq_;
   QpPtr qp_;
   AhPtr ah_;
@@ -87,8 +93,9 @@ void LatRun::Setup() {
     Fail("--size ", max_size, " over UD exceeds the path MTU of ", MtuBytes(session_.address().mtu),
          " B: a UD message is one packet");
   }
-  send_cq_ = CreateCq(device, o_.tx_depth + 1);
-  recv_cq_ = CreateCq(device, kRecvDepth);
+  if (o_.events) channel_ = CreateCompChannel(device);
+  send_cq_ = CreateCq(device, o_.tx_depth + 1, channel_.get());
+  recv_cq_ = CreateCq(device, kRecvDepth, channel_.get());
   QpCaps caps;
   caps.type = qp_type_;
   caps.send_depth = static_cast<std::uint32_t>(o_.tx_depth);
@@ -184,6 +191,10 @@ void LatRun::WaitSendCompletion() {
       return;
     }
     if (n < 0) Fail("ibv_poll_cq failed on the send CQ");
+    if (channel_) {
+      SleepForCompletion(nullptr, "a completion");
+      continue;
+    }
     // The deadline is read once per kSpinsPerCheck polls: a clock read between polls would
     // add its own cost to every measured latency.
     if ((++spins & (kSpinsPerCheck - 1)) == 0) {
@@ -212,12 +223,27 @@ bool LatRun::WaitRecv(const std::atomic<bool>* stop) {
       PostRecv(last_recv_slot_);
       return true;
     }
+    if (channel_) {
+      if (!SleepForCompletion(stop, "a message")) return false;
+      RetireUnsignaled();  // the event may be a send's, an error among them
+      continue;
+    }
     if ((++spins & (kSpinsPerCheck - 1)) == 0) {
       if (stop != nullptr && stop->load(std::memory_order_relaxed)) return false;
       RetireUnsignaled();  // a send that failed (the peer died) ends the wait with its error
       if (MonotonicNs() >= session_.deadline_ns()) Fail("--timeout ", o_.timeout_s, " s passed waiting for a message");
     }
   }
+}
+
+// One completion event on the channel (the caller polls again); false once `stop` is set.
+bool LatRun::SleepForCompletion(const std::atomic<bool>* stop, const char* waiting_for) {
+  while (!AwaitCqEvent(channel_.get(), kEventSliceMs)) {
+    if (stop != nullptr && stop->load(std::memory_order_relaxed)) return false;
+    if (g_abort.load(std::memory_order_relaxed)) Fail("aborted");
+    if (MonotonicNs() >= session_.deadline_ns()) Fail("--timeout ", o_.timeout_s, " s passed waiting for ", waiting_for);
+  }
+  return true;
 }
 
 bool LatRun::WaitMarker(std::uint32_t size, std::uint64_t iteration, const std::atomic<bool>* stop) {
@@ -394,6 +420,10 @@ void CheckLat(Options& options) {
   }
   if (options.connection == "UC" && one_sided_read) {
     Fail("--verb ", options.verb, " over UC is impossible: UC carries WRITE and SEND only (use -c RC)");
+  }
+  if (options.events && options.lat_method == "pingpong" && kind != VerbKind::kSend) {
+    Fail("-e/--events with --verb ", options.verb, " ping-pong: a WRITE ping-pong sees the peer's message by its ",
+         "last byte, not by a completion; use --verb send (or --lat-method completion)");
   }
   if (options.header_only) Fail("--header-only is a tput option; lat measures payload-carrying operations");
   if (options.peers != 1) Fail("lat measures one client against one server: --peers ", options.peers, " must be 1");

@@ -20,6 +20,9 @@ int Main(int argc, char** argv) {
   try {
     Options options = ParseOptions(argc, argv);
     const Mode& mode = FindMode(options.mode);
+    if (options.events && options.mode != "lat") {
+      Fail("-e/--events applies to lat only (mode ", options.mode, " always polls its completions)");
+    }
     mode.check(options);
     Watchdog watchdog("rdmalab-bench", options.timeout_s);
     const std::uint64_t start_ns = MonotonicNs();

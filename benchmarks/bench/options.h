@@ -42,6 +42,7 @@ struct Options {
   bool header_only = false;
   std::string direction = "inbound";
   std::string lat_method;   // empty: the verb's default
+  bool events = false;      // lat: sleep on a completion channel instead of polling
   // echo
   std::string request = "write";
   std::string response = "send";

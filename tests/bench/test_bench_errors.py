@@ -42,6 +42,8 @@ def single_error(role: benchrun.Role) -> str:
     (["atomics", "--verb", "faa", "-s", "16"], ["--size 16", "exactly 8 bytes"]),
     (["tput", "--header-only", "--verb", "write"], ["--header-only needs --verb send"]),
     (["lat", "--verb", "read", "--lat-method", "pingpong"], ["only WRITE and SEND can ping-pong"]),
+    (["lat", "--verb", "write", "--events"], ["-e/--events with --verb write ping-pong", "use --verb send"]),
+    (["tput", "--events"], ["-e/--events applies to lat only"]),
     (["tput", "-D", "1", "-n", "5"], ["both given"]),
     (["tput", "-d", "mlx5_9"], ["device 'mlx5_9' not found", "softnic0"]),
     (["tput", "--direction", "alltoall"], ["all-to-all runs need the coordinator"]),
