@@ -18,6 +18,7 @@ Configuration (set by tests/integration/CMakeLists.txt; defaults for a ./build t
 from __future__ import annotations
 
 import itertools
+import json
 import os
 import re
 import signal
@@ -42,14 +43,6 @@ _ports = itertools.count(20000 + os.getpid() % 20000)
 _fabric_ids = itertools.count()
 
 
-def device_address(fabric: str, index: int) -> str:
-    """softnic's DeviceIpv4 (softnic/fabric/fabric.cc): 10.55.<FNV-1a of the name>.<index + 1>."""
-    h = 2166136261
-    for c in fabric.encode():
-        h = ((h ^ c) * 16777619) & 0xFFFFFFFF
-    return f"10.55.{h & 0xff}.{index + 1}"
-
-
 def listener_paths(fabric: str, address: str, port: int) -> list[Path]:
     """Where softnic's librdmacm puts a listener on `address` or on any address
     (softnic/cm/ids.cc, ListenerPath)."""
@@ -64,10 +57,17 @@ def listening(paths: list[Path]) -> bool:
 
 
 class Fabric:
+    """A fabric of two devices; softnic0's address as `softnic fabric show --json` gives it."""
+
     def __init__(self, link: str):
         self.link = link
         self.name = f"cm-{os.getpid()}-{next(_fabric_ids)}-{link}"
-        self.server_address = device_address(self.name, 0)
+        subprocess.run([str(CLI), "fabric", "create", "--fabric", self.name, "--devices", "2", "--link", link],
+                       check=True, capture_output=True, timeout=30)
+        show = subprocess.run([str(CLI), "fabric", "show", "--fabric", self.name, "--json"], check=True,
+                              capture_output=True, text=True, timeout=30)
+        self.server_address = json.loads(show.stdout)["devices"][0]["ipv4"]
+        assert re.fullmatch(r"10\.55\.\d+\.1", self.server_address), self.server_address
 
     def env(self) -> dict[str, str]:
         env = dict(os.environ)
