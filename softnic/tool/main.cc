@@ -15,14 +15,16 @@
 
 #include "softnic/fabric/fabric.h"
 #include "softnic/fabric/process.h"
+#include "softnic/tool/device_nodes.h"
 
 namespace softnic {
 namespace {
 
 constexpr const char* kUsage = R"(usage: softnic COMMAND [OPTIONS]
 
-  run [--fabric F] [--devices N] [--link ib|roce] -- PROGRAM [ARGS...]
-        run PROGRAM with softnic as its libibverbs (creates the fabric if needed)
+  run [--fabric F] [--devices N] [--link ib|roce] [--device-nodes] -- PROGRAM [ARGS...]
+        run PROGRAM with softnic as its libibverbs (creates the fabric if needed);
+        --device-nodes (root): PROGRAM also sees /dev/infiniband/uverbsN, as UCX requires
   fabric create [--fabric F] [--devices N] [--link ib|roce]
   fabric show   [--fabric F] [--json]      devices, addresses, processes, counters
   fabric rm     [--fabric F]
@@ -238,7 +240,7 @@ std::string LibraryDirectory() {
 }
 
 int Run(int argc, char** argv) {
-  Options options = Parse(argc, argv, 2, {"--fabric", "--devices", "--link"}, {});
+  Options options = Parse(argc, argv, 2, {"--fabric", "--devices", "--link"}, {"--device-nodes"});
   if (options.rest.empty()) Fail("run: give the program after '--', e.g. softnic run -- ibv_devinfo");
   FabricOptions fabric_options = FabricOptionsFrom(options);
   Fabric fabric;
@@ -262,6 +264,11 @@ int Run(int argc, char** argv) {
   setenv("SOFTNIC_FABRIC", fabric_options.name.c_str(), 1);
   setenv("SOFTNIC_DEVICES", std::to_string(header.device_count).c_str(), 1);
   setenv("SOFTNIC_LINK", LinkLayerName(header.link_layer), 1);
+  const bool device_nodes =
+      std::find(options.flags.begin(), options.flags.end(), "--device-nodes") != options.flags.end();
+  if (device_nodes && !ShowUverbsDeviceNodes(header.device_count, &error)) {
+    Fail("run --device-nodes: " + error + " (a private mount namespace with /dev/infiniband needs root)");
+  }
   std::vector<char*> args;
   for (std::string& arg : options.rest) args.push_back(arg.data());
   args.push_back(nullptr);
