@@ -17,6 +17,7 @@ namespace {
 
 constexpr uint16_t kFirstEphemeralPort = 32768;
 constexpr int kDisconnectTimeoutMs = 2000;
+constexpr uint8_t kMaxRetryCount = 7;  // 3-bit fields; 7 RNR retries mean forever
 std::atomic<uint32_t> g_next_port{0};
 
 uint16_t EphemeralPort() {
@@ -107,6 +108,23 @@ void RemoveFromChannel(Id* id) {
 int Fail(int error_number) {
   errno = error_number;
   return -1;
+}
+
+// A connect or accept's parameters into the message; false if the private data is too long.
+bool TakeConnParam(const rdma_conn_param* param, size_t max_private_data_bytes, Message* m) {
+  if (param == nullptr) return true;
+  if (param->private_data_len > max_private_data_bytes) return false;
+  if (param->private_data_len > 0 && param->private_data != nullptr) {
+    std::memcpy(m->private_data, param->private_data, param->private_data_len);
+    m->private_data_len = param->private_data_len;
+  }
+  m->responder_resources = param->responder_resources;
+  m->initiator_depth = param->initiator_depth;
+  m->retry_count = std::min<uint8_t>(param->retry_count, kMaxRetryCount);
+  m->rnr_retry_count = std::min<uint8_t>(param->rnr_retry_count, kMaxRetryCount);
+  m->srq = param->srq;
+  m->qp_num = param->qp_num;
+  return true;
 }
 
 Id* NewId(Channel* channel, void* context, rdma_port_space ps, bool sync) {
@@ -474,20 +492,7 @@ int rdma_connect(rdma_cm_id* cm_id, rdma_conn_param* param) {
   const bool ud = cm_id->qp_type == IBV_QPT_UD;
   Message req{};
   req.type = ud ? MessageType::kSidrReq : MessageType::kReq;
-  if (param != nullptr) {
-    const size_t limit = ud ? kMaxPrivateDataBytes : kMaxReqPrivateDataBytes;
-    if (param->private_data_len > limit) return Fail(EINVAL);
-    if (param->private_data_len > 0 && param->private_data != nullptr) {
-      std::memcpy(req.private_data, param->private_data, param->private_data_len);
-      req.private_data_len = param->private_data_len;
-    }
-    req.responder_resources = param->responder_resources;
-    req.initiator_depth = param->initiator_depth;
-    req.retry_count = std::min<uint8_t>(param->retry_count, 7);
-    req.rnr_retry_count = std::min<uint8_t>(param->rnr_retry_count, 7);
-    req.srq = param->srq;
-    req.qp_num = param->qp_num;
-  }
+  if (!TakeConnParam(param, ud ? kMaxPrivateDataBytes : kMaxReqPrivateDataBytes, &req)) return Fail(EINVAL);
   if (cm_id->qp != nullptr) req.qp_num = cm_id->qp->qp_num;
   id->local = req;
   FillLocal(id, &req);
@@ -541,18 +546,8 @@ int rdma_accept(rdma_cm_id* cm_id, rdma_conn_param* param) {
   // Without parameters, the resources mirror the REQ's (what the peer offered and asked).
   rep.responder_resources = id->peer.initiator_depth;
   rep.initiator_depth = id->peer.responder_resources;
-  if (param != nullptr) {
-    if (param->private_data_len > kMaxPrivateDataBytes) return Fail(EINVAL);
-    if (param->private_data_len > 0 && param->private_data != nullptr) {
-      std::memcpy(rep.private_data, param->private_data, param->private_data_len);
-      rep.private_data_len = param->private_data_len;
-    }
-    rep.responder_resources = param->responder_resources;
-    rep.initiator_depth = param->initiator_depth;
-    rep.rnr_retry_count = std::min<uint8_t>(param->rnr_retry_count, 7);
-    rep.srq = param->srq;
-    rep.qp_num = param->qp_num;
-  }
+  if (!TakeConnParam(param, kMaxPrivateDataBytes, &rep)) return Fail(EINVAL);
+  rep.retry_count = 0;  // a REP carries none: the REQ's serves both sides
   if (cm_id->qp != nullptr) rep.qp_num = cm_id->qp->qp_num;
   rep.qkey = kDefaultUdQkey;
   FillLocal(id, &rep);
