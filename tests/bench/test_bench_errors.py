@@ -44,6 +44,8 @@ def single_error(role: benchrun.Role) -> str:
     (["lat", "--verb", "read", "--lat-method", "pingpong"], ["only WRITE and SEND can ping-pong"]),
     (["lat", "--verb", "write", "--events"], ["-e/--events with --verb write ping-pong", "use --verb send"]),
     (["tput", "--events"], ["-e/--events applies to lat only"]),
+    (["tput", "-R"], ["-R/--rdma_cm connects a standalone lat run's QP", "mode tput"]),
+    (["lat", "-R", "-c", "UD", "--verb", "send"], ["-R/--rdma_cm with -c UD"]),
     (["tput", "-D", "1", "-n", "5"], ["both given"]),
     (["tput", "-d", "mlx5_9"], ["device 'mlx5_9' not found", "softnic0"]),
     (["tput", "--direction", "alltoall"], ["all-to-all runs need the coordinator"]),

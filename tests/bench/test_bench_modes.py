@@ -18,6 +18,9 @@ LAT_CASES = {
     "send-pingpong": ["--verb", "send"],
     "send-pingpong-events": ["--verb", "send", "--events"],
     "send-completion-events": ["--verb", "send", "--lat-method", "completion", "-e"],
+    # -R: the QP connected through rdma_cm (softnic's librdmacm here, any provider's elsewhere)
+    "write-pingpong-rdma-cm": ["--verb", "write", "-R"],
+    "send-uc-rdma-cm": ["--verb", "send", "-c", "UC", "--rdma_cm"],
     "send-ud-pingpong": ["--verb", "send", "-c", "UD"],
     "send-uc-completion": ["--verb", "send", "-c", "UC", "--lat-method", "completion"],
     "write-completion": ["--verb", "write", "--lat-method", "completion"],
