@@ -2,7 +2,9 @@
 
 #include <dlfcn.h>
 #include <link.h>
+#include <poll.h>
 
+#include <cerrno>
 #include <cstring>
 
 #include "rdma/error.h"
@@ -87,13 +89,37 @@ MrPtr RegisterMemory(ibv_pd* pd, void* address, std::size_t bytes, int access) {
   return mr;
 }
 
-CqPtr CreateCq(const Device& device, int depth) {
+CqPtr CreateCq(const Device& device, int depth, ibv_comp_channel* channel) {
   if (depth < 1 || depth > device.attr().max_cqe) {
     Fail("CQ depth ", depth, " is outside what ", device.name(), " allows: 1..", device.attr().max_cqe);
   }
-  CqPtr cq(ibv_create_cq(device.context(), depth, nullptr, nullptr, 0));
+  CqPtr cq(ibv_create_cq(device.context(), depth, nullptr, channel, 0));
   if (!cq) FailErrno("ibv_create_cq(depth " + std::to_string(depth) + ")", errno);
+  if (channel != nullptr) {
+    const int error_number = ibv_req_notify_cq(cq.get(), 0);
+    if (error_number != 0) FailErrno("ibv_req_notify_cq on a new CQ of " + device.name(), error_number);
+  }
   return cq;
+}
+
+CompChannelPtr CreateCompChannel(const Device& device) {
+  CompChannelPtr channel(ibv_create_comp_channel(device.context()));
+  if (!channel) FailErrno("ibv_create_comp_channel on " + device.name(), errno);
+  return channel;
+}
+
+bool AwaitCqEvent(ibv_comp_channel* channel, int timeout_ms) {
+  pollfd fd{channel->fd, POLLIN, 0};
+  const int ready = poll(&fd, 1, timeout_ms);
+  if (ready < 0 && errno != EINTR) FailErrno("poll on a completion channel", errno);
+  if (ready <= 0) return false;
+  ibv_cq* cq = nullptr;
+  void* cq_context = nullptr;
+  if (ibv_get_cq_event(channel, &cq, &cq_context) != 0) FailErrno("ibv_get_cq_event", errno);
+  ibv_ack_cq_events(cq, 1);
+  const int error_number = ibv_req_notify_cq(cq, 0);
+  if (error_number != 0) FailErrno("ibv_req_notify_cq (re-arming)", error_number);
+  return true;
 }
 
 std::string TransportName(ibv_qp_type type) {

@@ -24,6 +24,8 @@ using MrPtr = std::unique_ptr<ibv_mr, VerbsDeleter<ibv_dereg_mr>>;
 using CqPtr = std::unique_ptr<ibv_cq, VerbsDeleter<ibv_destroy_cq>>;
 using QpPtr = std::unique_ptr<ibv_qp, VerbsDeleter<ibv_destroy_qp>>;
 using AhPtr = std::unique_ptr<ibv_ah, VerbsDeleter<ibv_destroy_ah>>;
+// Destroy a channel's CQs (unique_ptrs declared after it) before the channel.
+using CompChannelPtr = std::unique_ptr<ibv_comp_channel, VerbsDeleter<ibv_destroy_comp_channel>>;
 
 // Names of the devices libibverbs lists, in its order.
 std::vector<std::string> ListDevices();
@@ -54,7 +56,13 @@ class Device {
 
 PdPtr AllocatePd(const Device& device);
 MrPtr RegisterMemory(ibv_pd* pd, void* address, std::size_t bytes, int access);
-CqPtr CreateCq(const Device& device, int depth);
+// With a channel, the CQ starts armed (ibv_req_notify_cq) and reports to it.
+CqPtr CreateCq(const Device& device, int depth, ibv_comp_channel* channel = nullptr);
+CompChannelPtr CreateCompChannel(const Device& device);
+// Sleeps on `channel` for up to timeout_ms for one completion event; takes it, acks it and
+// re-arms its CQ. False when nothing came in time. A CQ polled empty after the re-arm
+// gets an event for its next completion, so poll -> AwaitCqEvent -> poll loses none.
+bool AwaitCqEvent(ibv_comp_channel* channel, int timeout_ms);
 
 struct QpCaps {
   ibv_qp_type type = IBV_QPT_RC;

@@ -9,6 +9,8 @@ packages=(
   # system libibverbs headers (softnic builds against their struct layouts) and tools
   libibverbs-dev librdmacm-dev ibverbs-utils ibverbs-providers rdma-core rdmacm-utils
   perftest
+  # tests/rdma_core: rdma-core's own provider test suite (and pyverbs, which it runs on)
+  python3-pyverbs
   # peers measured side by side with softnic
   ucx-utils
   # kv/: the TCP baselines the key-value systems are compared with (rdmalab-kv --system memcached|redis)

@@ -4,18 +4,22 @@
 // - pingpong: client and server bounce a message; latency is half the round trip
 //   (perftest's ib_write_lat and ib_send_lat; herd14's ECHO with unsignaled inline WRITEs
 //   when --cq-mod is large and the payload is inline).
+// With -e/--events a waiting side sleeps on a completion channel instead of polling
+// (perftest's -e): the latency a program pays for giving its core away between messages.
 #include <infiniband/verbs.h>
 
 #include <algorithm>
 #include <atomic>
 #include <cstring>
 #include <functional>
+#include <memory>
 #include <thread>
 
 #include "benchmarks/bench/common.h"
 #include "benchmarks/bench/modeled_pcie.h"
 #include "benchmarks/bench/modes.h"
 #include "benchmarks/bench/tput_plan.h"
+#include "rdma/cm_connect.h"
 #include "rdma/connect.h"
 #include "rdma/error.h"
 
@@ -27,6 +31,8 @@ using nlohmann::json;
 constexpr std::uint32_t kRecvDepth = 64;
 constexpr std::uint64_t kMarkerPeriod = 255;
 constexpr std::uint32_t kSpinsPerCheck = 4096;
+// A sleeper wakes at least this often to check the deadline and the stop flag.
+constexpr int kEventSliceMs = 50;
 static_assert((kSpinsPerCheck & (kSpinsPerCheck - 1)) == 0, "a power of two: checked with a mask");
 
 // The byte a ping-pong message ends with in iteration i: never 0, never the previous one.
@@ -39,12 +45,14 @@ class LatRun {
 
  private:
   void Setup();
+  Endpoint ExchangeEndpoints(const Endpoint& local, std::uint8_t rd_atomic);
   void PrepareWr(ibv_wr_opcode opcode, std::uint32_t size);
   void Post(ibv_wr_opcode opcode, std::uint32_t size, std::uint64_t iteration, bool signaled);
   void PostRecv(std::uint32_t slot);
   void WaitSendCompletion();
   void RetireUnsignaled();
   bool WaitRecv(const std::atomic<bool>* stop);
+  bool SleepForCompletion(const std::atomic<bool>* stop, const char* waiting_for);
   bool WaitMarker(std::uint32_t size, std::uint64_t iteration, const std::atomic<bool>* stop);
   ResultRow MeasureClient(std::uint32_t size);
   void ServePingPong(std::uint32_t size, const std::atomic<bool>& stop);
@@ -57,6 +65,8 @@ class LatRun {
   ibv_qp_type qp_type_ = IBV_QPT_RC;
   std::uint32_t slot_bytes_ = 0;
   std::uint32_t inline_threshold_ = 0;
+  std::unique_ptr<CmConnection> cm_;  // -R/--rdma_cm only: disconnects at the end of the run
+  CompChannelPtr channel_;  // -e/--events only; declared before the CQs that report to it
   CqPtr send_cq_, recv_cq_;
   QpPtr qp_;
   AhPtr ah_;
@@ -87,8 +97,9 @@ void LatRun::Setup() {
     Fail("--size ", max_size, " over UD exceeds the path MTU of ", MtuBytes(session_.address().mtu),
          " B: a UD message is one packet");
   }
-  send_cq_ = CreateCq(device, o_.tx_depth + 1);
-  recv_cq_ = CreateCq(device, kRecvDepth);
+  if (o_.events) channel_ = CreateCompChannel(device);
+  send_cq_ = CreateCq(device, o_.tx_depth + 1, channel_.get());
+  recv_cq_ = CreateCq(device, kRecvDepth, channel_.get());
   QpCaps caps;
   caps.type = qp_type_;
   caps.send_depth = static_cast<std::uint32_t>(o_.tx_depth);
@@ -97,20 +108,45 @@ void LatRun::Setup() {
   qp_ = CreateQp(device, session_.pd(), send_cq_.get(), recv_cq_.get(), caps);
   region_ = MakeRegion(session_, std::uint64_t{slot_bytes_} * (1 + kRecvDepth));
   session_.Put("region", region_.Describe());
-  session_.Put("endpoint", ToJson(Endpoint{qp_->qp_num, 0, session_.address()}));
   const std::string peer = session_.PeerNames().at(0);
-  const Endpoint remote = EndpointFromJson(session_.Get(peer, "endpoint"));
   remote_ = RemoteRegion::FromJson(session_.Get(peer, "region"));
   const auto rd_atomic = static_cast<std::uint8_t>(std::clamp(device.attr().max_qp_rd_atom, 1, 16));
+  const Endpoint remote = ExchangeEndpoints(Endpoint{qp_->qp_num, 0, session_.address()}, rd_atomic);
   if (qp_type_ == IBV_QPT_UD) {
     ActivateUdQp(qp_.get(), device, 0);
     ah_ = CreateAh(session_.pd(), device, session_.address(), remote.address);
     remote_qpn_ = remote.qpn;
-  } else {
-    ConnectQp(qp_.get(), device, session_.address(), remote, 0, rd_atomic);
   }
   for (std::uint32_t slot = 0; slot < kRecvDepth; ++slot) PostRecv(slot);
   session_.Barrier("connected");
+}
+
+// The peer's endpoint; an RC/UC QP leaves connected. Through the rendezvous, or with -R
+// through rdma_cm (each side moves its QP between the REQ and the REP/RTU, as rdma_cm's
+// external-QP flow asks).
+Endpoint LatRun::ExchangeEndpoints(const Endpoint& local, std::uint8_t rd_atomic) {
+  const Device& device = session_.device();
+  if (!o_.rdma_cm) {
+    session_.Put("endpoint", ToJson(local));
+    const Endpoint remote = EndpointFromJson(session_.Get(session_.PeerNames().at(0), "endpoint"));
+    if (qp_type_ != IBV_QPT_UD) ConnectQp(qp_.get(), device, session_.address(), remote, 0, rd_atomic);
+    return remote;
+  }
+  cm_ = std::make_unique<CmConnection>();
+  const auto port = static_cast<std::uint16_t>(o_.port);
+  if (session_.role() == "server") {
+    cm_->Listen(port);
+    session_.Barrier("rdma_cm listening");
+    const Endpoint remote = cm_->WaitRequest(session_.deadline_ns());
+    ConnectQp(qp_.get(), device, session_.address(), remote, 0, rd_atomic);
+    cm_->Accept(local, session_.deadline_ns());
+    return remote;
+  }
+  session_.Barrier("rdma_cm listening");
+  const Endpoint remote = cm_->Connect(o_.server_host, port, local, session_.deadline_ns());
+  ConnectQp(qp_.get(), device, session_.address(), remote, 0, rd_atomic);
+  cm_->Establish();
+  return remote;
 }
 
 void LatRun::PostRecv(std::uint32_t slot) {
@@ -184,6 +220,10 @@ void LatRun::WaitSendCompletion() {
       return;
     }
     if (n < 0) Fail("ibv_poll_cq failed on the send CQ");
+    if (channel_) {
+      SleepForCompletion(nullptr, "a completion");
+      continue;
+    }
     // The deadline is read once per kSpinsPerCheck polls: a clock read between polls would
     // add its own cost to every measured latency.
     if ((++spins & (kSpinsPerCheck - 1)) == 0) {
@@ -212,12 +252,27 @@ bool LatRun::WaitRecv(const std::atomic<bool>* stop) {
       PostRecv(last_recv_slot_);
       return true;
     }
+    if (channel_) {
+      if (!SleepForCompletion(stop, "a message")) return false;
+      RetireUnsignaled();  // the event may be a send's, an error among them
+      continue;
+    }
     if ((++spins & (kSpinsPerCheck - 1)) == 0) {
       if (stop != nullptr && stop->load(std::memory_order_relaxed)) return false;
       RetireUnsignaled();  // a send that failed (the peer died) ends the wait with its error
       if (MonotonicNs() >= session_.deadline_ns()) Fail("--timeout ", o_.timeout_s, " s passed waiting for a message");
     }
   }
+}
+
+// One completion event on the channel (the caller polls again); false once `stop` is set.
+bool LatRun::SleepForCompletion(const std::atomic<bool>* stop, const char* waiting_for) {
+  while (!AwaitCqEvent(channel_.get(), kEventSliceMs)) {
+    if (stop != nullptr && stop->load(std::memory_order_relaxed)) return false;
+    if (g_abort.load(std::memory_order_relaxed)) Fail("aborted");
+    if (MonotonicNs() >= session_.deadline_ns()) Fail("--timeout ", o_.timeout_s, " s passed waiting for ", waiting_for);
+  }
+  return true;
 }
 
 bool LatRun::WaitMarker(std::uint32_t size, std::uint64_t iteration, const std::atomic<bool>* stop) {
@@ -394,6 +449,13 @@ void CheckLat(Options& options) {
   }
   if (options.connection == "UC" && one_sided_read) {
     Fail("--verb ", options.verb, " over UC is impossible: UC carries WRITE and SEND only (use -c RC)");
+  }
+  if (options.events && options.lat_method == "pingpong" && kind != VerbKind::kSend) {
+    Fail("-e/--events with --verb ", options.verb, " ping-pong: a WRITE ping-pong sees the peer's message by its ",
+         "last byte, not by a completion; use --verb send (or --lat-method completion)");
+  }
+  if (options.rdma_cm && options.connection == "UD") {
+    Fail("-R/--rdma_cm with -c UD: -R connects RC and UC QPs (UD needs no connection)");
   }
   if (options.header_only) Fail("--header-only is a tput option; lat measures payload-carrying operations");
   if (options.peers != 1) Fail("lat measures one client against one server: --peers ", options.peers, " must be 1");

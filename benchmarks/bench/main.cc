@@ -20,6 +20,13 @@ int Main(int argc, char** argv) {
   try {
     Options options = ParseOptions(argc, argv);
     const Mode& mode = FindMode(options.mode);
+    if (options.events && options.mode != "lat") {
+      Fail("-e/--events applies to lat only (mode ", options.mode, " always polls its completions)");
+    }
+    if (options.rdma_cm && (options.mode != "lat" || !options.rendezvous.empty())) {
+      Fail("-R/--rdma_cm connects a standalone lat run's QP for now (mode ", options.mode,
+           options.rendezvous.empty() ? "" : ", under the coordinator", ")");
+    }
     mode.check(options);
     Watchdog watchdog("rdmalab-bench", options.timeout_s);
     const std::uint64_t start_ns = MonotonicNs();

@@ -42,6 +42,8 @@ struct Options {
   bool header_only = false;
   std::string direction = "inbound";
   std::string lat_method;   // empty: the verb's default
+  bool events = false;      // lat: sleep on a completion channel instead of polling
+  bool rdma_cm = false;     // lat: connect the QP through rdma_cm (standalone runs)
   // echo
   std::string request = "write";
   std::string response = "send";

@@ -35,6 +35,14 @@ uint32_t NameHash(const std::string& name) {
   return hash;
 }
 
+}  // namespace
+
+uint32_t DeviceIpv4(const std::string& name, uint32_t index) {
+  return (10u << 24) | (55u << 16) | ((NameHash(name) & 0xff) << 8) | ((index + 1) & 0xff);
+}
+
+namespace {
+
 void InitRobustMutex(pthread_mutex_t* mutex) {
   pthread_mutexattr_t attr;
   pthread_mutexattr_init(&attr);
@@ -56,13 +64,11 @@ void InitDevice(DeviceEntry* device, uint32_t index, const std::string& fabric, 
     device->gid[1] = 0x80;
     for (int i = 0; i < 8; ++i) device->gid[8 + i] = uint8_t(device->node_guid >> (56 - 8 * i));
   } else {
-    // RoCEv2 GID of an IPv4 address, ::ffff:10.55.<hash>.<index+1>.
+    // RoCEv2 GID of the device's IPv4 address, ::ffff:a.b.c.d.
+    const uint32_t address = DeviceIpv4(fabric, index);
     device->gid[10] = 0xff;
     device->gid[11] = 0xff;
-    device->gid[12] = 10;
-    device->gid[13] = 55;
-    device->gid[14] = uint8_t(hash);
-    device->gid[15] = uint8_t(index + 1);
+    for (int i = 0; i < 4; ++i) device->gid[12 + i] = uint8_t(address >> (24 - 8 * i));
   }
 }
 

@@ -25,6 +25,9 @@ bool ValidateFabricName(const std::string& name, std::string* error);
 bool ParseLinkLayer(const std::string& text, LinkLayer* link, std::string* error);
 const char* LinkLayerName(LinkLayer link);
 std::string FabricDirectory(const std::string& name);
+// Device `index`'s IPv4 address on fabric `name`, host byte order: 10.55.<hash of the
+// name>.<index + 1>. A RoCE fabric's GIDs are its IPv4-mapped form; librdmacm resolves it.
+uint32_t DeviceIpv4(const std::string& name, uint32_t index);
 
 class Fabric {
  public:

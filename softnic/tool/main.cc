@@ -15,14 +15,16 @@
 
 #include "softnic/fabric/fabric.h"
 #include "softnic/fabric/process.h"
+#include "softnic/tool/device_nodes.h"
 
 namespace softnic {
 namespace {
 
 constexpr const char* kUsage = R"(usage: softnic COMMAND [OPTIONS]
 
-  run [--fabric F] [--devices N] [--link ib|roce] -- PROGRAM [ARGS...]
-        run PROGRAM with softnic as its libibverbs (creates the fabric if needed)
+  run [--fabric F] [--devices N] [--link ib|roce] [--device-nodes] -- PROGRAM [ARGS...]
+        run PROGRAM with softnic as its libibverbs (creates the fabric if needed);
+        --device-nodes (root): PROGRAM also sees /dev/infiniband/uverbsN, as UCX requires
   fabric create [--fabric F] [--devices N] [--link ib|roce]
   fabric show   [--fabric F] [--json]      devices, addresses, processes, counters
   fabric rm     [--fabric F]
@@ -140,7 +142,8 @@ std::string GidText(const uint8_t* gid) {
 constexpr const char* kModeledDeviceText =
     "model/wr_accounting.h default: Connect-IB on PCIe 3.0 x16; wire IB, or RoCEv2 on an Ethernet fabric";
 
-nlohmann::json DeviceJson(const FabricHeader& header, uint32_t d) {
+nlohmann::json DeviceJson(const Fabric& fabric, uint32_t d) {
+  const FabricHeader& header = *fabric.header();
   const DeviceEntry& device = header.devices[d];
   uint64_t counters[kCounterCount];
   SumDeviceCounters(header, d, counters);
@@ -149,6 +152,9 @@ nlohmann::json DeviceJson(const FabricHeader& header, uint32_t d) {
   json["link_layer"] = LinkLayerName(header.link_layer);
   json["lid"] = device.lid;
   json["gid"] = GidText(device.gid);
+  const uint32_t address = DeviceIpv4(fabric.name(), d);
+  json["ipv4"] = std::to_string(address >> 24) + "." + std::to_string((address >> 16) & 0xff) + "." +
+                 std::to_string((address >> 8) & 0xff) + "." + std::to_string(address & 0xff);
   char guid[32];
   std::snprintf(guid, sizeof(guid), "%016" PRIx64, device.node_guid);
   json["node_guid"] = guid;
@@ -182,7 +188,7 @@ nlohmann::json FabricJson(const Fabric& fabric, int32_t only_device) {
   json["link_layer"] = LinkLayerName(header.link_layer);
   json["devices"] = nlohmann::json::array();
   for (uint32_t d = 0; d < header.device_count; ++d) {
-    if (only_device < 0 || only_device == int32_t(d)) json["devices"].push_back(DeviceJson(header, d));
+    if (only_device < 0 || only_device == int32_t(d)) json["devices"].push_back(DeviceJson(fabric, d));
   }
   json["processes"] = nlohmann::json::array();
   for (uint32_t s = 0; s < kMaxProcesses; ++s) {
@@ -204,8 +210,9 @@ void PrintHuman(const nlohmann::json& json, bool counters_only) {
   for (const auto& device : json["devices"]) {
     std::printf("%s", device["name"].get<std::string>().c_str());
     if (!counters_only) {
-      std::printf("  lid %u  gid %s  guid %s  qps %u  mrs %u  faults: drop %.6g delay %uus%s",
-                  device["lid"].get<unsigned>(), device["gid"].get<std::string>().c_str(),
+      std::printf("  ipv4 %s  lid %u  gid %s  guid %s  qps %u  mrs %u  faults: drop %.6g delay %uus%s",
+                  device["ipv4"].get<std::string>().c_str(), device["lid"].get<unsigned>(),
+                  device["gid"].get<std::string>().c_str(),
                   device["node_guid"].get<std::string>().c_str(), device["qps"].get<unsigned>(),
                   device["mrs"].get<unsigned>(), device["faults"]["drop_probability"].get<double>(),
                   device["faults"]["delay_us"].get<unsigned>(),
@@ -233,7 +240,7 @@ std::string LibraryDirectory() {
 }
 
 int Run(int argc, char** argv) {
-  Options options = Parse(argc, argv, 2, {"--fabric", "--devices", "--link"}, {});
+  Options options = Parse(argc, argv, 2, {"--fabric", "--devices", "--link"}, {"--device-nodes"});
   if (options.rest.empty()) Fail("run: give the program after '--', e.g. softnic run -- ibv_devinfo");
   FabricOptions fabric_options = FabricOptionsFrom(options);
   Fabric fabric;
@@ -257,6 +264,11 @@ int Run(int argc, char** argv) {
   setenv("SOFTNIC_FABRIC", fabric_options.name.c_str(), 1);
   setenv("SOFTNIC_DEVICES", std::to_string(header.device_count).c_str(), 1);
   setenv("SOFTNIC_LINK", LinkLayerName(header.link_layer), 1);
+  const bool device_nodes =
+      std::find(options.flags.begin(), options.flags.end(), "--device-nodes") != options.flags.end();
+  if (device_nodes && !ShowUverbsDeviceNodes(header.device_count, &error)) {
+    Fail("run --device-nodes: " + error + " (a private mount namespace with /dev/infiniband needs root)");
+  }
   std::vector<char*> args;
   for (std::string& arg : options.rest) args.push_back(arg.data());
   args.push_back(nullptr);

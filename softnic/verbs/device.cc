@@ -23,7 +23,11 @@ constexpr uint8_t kActiveWidth4x = 2;
 constexpr uint8_t kActiveSpeedEdr = 32;  // 25 Gb/s per lane: 100 Gb/s at 4x
 constexpr uint8_t kPhysStateLinkUp = 5;
 constexpr uint32_t kPortCapabilities = IBV_PORT_CM_SUP;
-constexpr uint32_t kGidTableLength = 1;
+// Room for several GIDs per port, as a NIC has (one per address of its netdev); only
+// index 0 is populated, so programs and rdma-core's tests meet empty entries too.
+constexpr uint32_t kGidTableLength = 16;
+constexpr uint32_t kPopulatedGids = 1;
+static_assert(kPopulatedGids <= kGidTableLength);
 constexpr int kAsyncWaitSliceMs = 10;
 constexpr int kSysfsGidTypeIbOrRoceV1 = 0;  // rdma-core's IBV_GID_TYPE_SYSFS_* numbering
 constexpr int kSysfsGidTypeRoceV2 = 1;
@@ -255,10 +259,15 @@ int ibv_query_port(ibv_context* context, uint8_t port, struct _compat_ibv_port_a
                      offsetof(ibv_port_attr, link_layer) + sizeof(uint8_t));
 }
 
+// An empty entry reads as the zero GID, as rdma-core's ibv_query_gid answers ENODATA.
 int ibv_query_gid(ibv_context* context, uint8_t port, int index, union ibv_gid* gid) {
   if (port != kPortNumber || index < 0 || index >= int(kGidTableLength)) {
     errno = EINVAL;
     return -1;
+  }
+  if (index >= int(kPopulatedGids)) {
+    std::memset(gid->raw, 0, sizeof(gid->raw));
+    return 0;
   }
   std::memcpy(gid->raw, ToSoft(context)->device->gid, sizeof(gid->raw));
   return 0;
@@ -267,7 +276,8 @@ int ibv_query_gid(ibv_context* context, uint8_t port, int index, union ibv_gid* 
 int _ibv_query_gid_ex(ibv_context* context, uint32_t port, uint32_t index, ibv_gid_entry* entry,
                       uint32_t flags, size_t entry_bytes) {
   if (flags != 0 || port != kPortNumber || entry_bytes < sizeof(ibv_gid_entry)) return EINVAL;
-  if (index >= kGidTableLength) return ENODATA;
+  if (index >= kGidTableLength) return EINVAL;
+  if (index >= kPopulatedGids) return ENODATA;
   std::memset(entry, 0, sizeof(*entry));
   std::memcpy(entry->gid.raw, ToSoft(context)->device->gid, sizeof(entry->gid.raw));
   entry->gid_index = index;
@@ -281,9 +291,13 @@ int _ibv_query_gid_ex(ibv_context* context, uint32_t port, uint32_t index, ibv_g
 ssize_t _ibv_query_gid_table(ibv_context* context, ibv_gid_entry* entries, size_t max_entries,
                              uint32_t flags, size_t entry_bytes) {
   if (flags != 0 || entry_bytes < sizeof(ibv_gid_entry)) return -EINVAL;
-  if (max_entries < kGidTableLength) return -EINVAL;
-  int rc = _ibv_query_gid_ex(context, kPortNumber, 0, entries, 0, entry_bytes);
-  return rc == 0 ? ssize_t{kGidTableLength} : -rc;
+  if (max_entries < kPopulatedGids) return -EINVAL;
+  for (uint32_t index = 0; index < kPopulatedGids; ++index) {
+    auto* entry = reinterpret_cast<ibv_gid_entry*>(reinterpret_cast<char*>(entries) + index * entry_bytes);
+    int rc = _ibv_query_gid_ex(context, kPortNumber, index, entry, 0, entry_bytes);
+    if (rc != 0) return -rc;
+  }
+  return ssize_t{kPopulatedGids};
 }
 
 // rdma-core's private helper for providers: the sysfs GID type of an entry.

@@ -16,6 +16,11 @@ LAT_CASES = {
     "write-inline-echo": ["--verb", "write_inline", "-Q", "16", "-t", "64"],
     "read": ["--verb", "read"],
     "send-pingpong": ["--verb", "send"],
+    "send-pingpong-events": ["--verb", "send", "--events"],
+    "send-completion-events": ["--verb", "send", "--lat-method", "completion", "-e"],
+    # -R: the QP connected through rdma_cm (softnic's librdmacm here, any provider's elsewhere)
+    "write-pingpong-rdma-cm": ["--verb", "write", "-R"],
+    "send-uc-rdma-cm": ["--verb", "send", "-c", "UC", "--rdma_cm"],
     "send-ud-pingpong": ["--verb", "send", "-c", "UD"],
     "send-uc-completion": ["--verb", "send", "-c", "UC", "--lat-method", "completion"],
     "write-completion": ["--verb", "write", "--lat-method", "completion"],
@@ -34,7 +39,8 @@ def test_lat(case: str) -> None:
     for row in client["results"]:
         assert row["ops"] == 3000
         assert 0 < row["lat_us_min"] <= row["lat_us_p50"] <= row["lat_us_p99"] <= row["lat_us_max"]
-        expected_kind = "completion" if case in ("read", "cas", "faa", "send-uc-completion", "write-completion") else "half_rtt"
+        expected_kind = "completion" if case in ("read", "cas", "faa", "send-uc-completion", "write-completion",
+                                                 "send-completion-events") else "half_rtt"
         assert row["latency_kind"] == expected_kind
     assert server["results"][0]["mops"] is None  # the server does not time anything
 

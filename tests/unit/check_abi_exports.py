@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""Checks that softnic's libibverbs.so.1 is a drop-in for Debian's.
+"""Checks that softnic's libibverbs.so.1 (and librdmacm.so.1) is a drop-in for Debian's.
 
   exports   the dynamic symbols softnic defines (name, version, default or not, type)
             are exactly those of the reference library: a missing one stops some
@@ -20,7 +20,11 @@ import sys
 SKIPPED = 77
 # Sanity anchors: a reference set without these means the readelf output was not parsed,
 # and comparing two empty sets would pass vacuously.
-REFERENCE_ANCHORS = {"FUNC ibv_get_device_list@@IBVERBS_1.1", "FUNC ibv_get_device_list@IBVERBS_1.0"}
+REFERENCE_ANCHORS = {
+    "libibverbs.so.1": {"FUNC ibv_get_device_list@@IBVERBS_1.1", "FUNC ibv_get_device_list@IBVERBS_1.0"},
+    "librdmacm.so.1": {"FUNC rdma_create_id@@RDMACM_1.0", "FUNC rdma_init_qp_attr@@RDMACM_1.2"},
+}
+SOFTNIC_LIBRARIES = tuple(REFERENCE_ANCHORS)
 START_TIMEOUT_S = 10
 LOADER_ERRORS = re.compile(r"undefined symbol|symbol lookup error|version `[^']*' not found|"
                            r"error while loading shared libraries|=> not found")
@@ -46,15 +50,16 @@ def defined_dynamic_symbols(library):
 def check_exports(library, reference):
     ours = defined_dynamic_symbols(library)
     theirs = defined_dynamic_symbols(reference)
-    if not REFERENCE_ANCHORS <= theirs:
+    anchors = REFERENCE_ANCHORS.get(os.path.basename(os.path.realpath(reference)).split(".so")[0] + ".so.1", set())
+    if not anchors or not anchors <= theirs:
         print(f"FAIL: could not read the exports of {reference} "
-              f"(expected {sorted(REFERENCE_ANCHORS)} among {len(theirs)} symbols)")
+              f"(expected {sorted(anchors)} among {len(theirs)} symbols; known libraries: {', '.join(SOFTNIC_LIBRARIES)})")
         return 1
     missing, extra = sorted(theirs - ours), sorted(ours - theirs)
     for symbol in missing:
         print(f"missing: {symbol}  (exported by {reference}; add it to softnic/abi)")
     for symbol in extra:
-        print(f"extra:   {symbol}  (not exported by {reference}; check softnic/abi/libibverbs.map)")
+        print(f"extra:   {symbol}  (not exported by {reference}; check the version script)")
     if missing or extra:
         print(f"FAIL: {len(missing)} missing, {len(extra)} extra of {len(theirs)} reference symbols")
         return 1
@@ -78,9 +83,13 @@ def check_binary(binary, library_dir):
     report = ldd.stdout + ldd.stderr
     problems = [line.strip() for line in report.splitlines() if LOADER_ERRORS.search(line)]
     ours = os.path.realpath(os.path.join(library_dir, "libibverbs.so.1"))
-    loaded = re.search(r"libibverbs\.so\.1 => (\S+)", report)
-    if not loaded or os.path.realpath(loaded.group(1)) != ours:
-        problems.append(f"libibverbs.so.1 resolves to {loaded.group(1) if loaded else 'nothing'}, not {ours}")
+    for name in SOFTNIC_LIBRARIES:
+        loaded = re.search(re.escape(name) + r" => (\S+)", report)
+        if name != "libibverbs.so.1" and not loaded:
+            continue  # the program does not use it
+        mine = os.path.realpath(os.path.join(library_dir, name))
+        if not loaded or os.path.realpath(loaded.group(1)) != mine:
+            problems.append(f"{name} resolves to {loaded.group(1) if loaded else 'nothing'}, not {mine}")
     # --help only prints usage, but loading runs every constructor (libmlx5 and libefa
     # register themselves) with all symbols bound.
     try:
@@ -119,8 +128,8 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     commands = parser.add_subparsers(dest="command", required=True)
     exports = commands.add_parser("exports", help="compare exported symbol versions")
-    exports.add_argument("--library", required=True, help="softnic's libibverbs.so.1")
-    exports.add_argument("--reference", required=True, help="the distribution's libibverbs.so.1")
+    exports.add_argument("--library", required=True, help="softnic's libibverbs.so.1 or librdmacm.so.1")
+    exports.add_argument("--reference", required=True, help="the distribution's library of that name")
     resolve = commands.add_parser("resolve", help="load distribution binaries against softnic")
     resolve.add_argument("--library-dir", required=True, help="directory holding softnic's libibverbs.so.1")
     resolve.add_argument("binaries", nargs="+", help="program names, looked up on PATH")

@@ -1,0 +1,18 @@
+// `softnic run --device-nodes`: the program sees /dev/infiniband/uverbsN for each softnic
+// device, in a mount namespace of its own. Programs that check for the kernel's uverbs
+// character device before using a verbs device (UCX's uct_ib: stat() must show a character
+// device it may read and write) then accept softnic's; nothing opens the nodes (softnic's
+// libibverbs never does), so they point at the real uverbs major and need no driver.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+namespace softnic {
+
+// Enters a private mount namespace where /dev is an overlay of the real /dev plus
+// infiniband/uverbs0..device_count-1; the mounts under /dev (shm, pts, ...) stay visible.
+// Needs CAP_SYS_ADMIN and CAP_MKNOD (root); false with `error` set otherwise.
+bool ShowUverbsDeviceNodes(uint32_t device_count, std::string* error);
+
+}  // namespace softnic
