@@ -57,11 +57,11 @@ struct Cqe {
 };
 static_assert(sizeof(Cqe) == 56);
 
-// A posted receive as it sits in a receive ring (followed by `num_sge` SGEs).
+// A posted receive as it sits in a receive ring: as many SGEs as the ring holds per WQE,
+// those the WR did not use zero-length (which place nothing, as an absent SGE). No count:
+// a one-SGE WQE and its ring slot's sequence fill 32 bytes, two WQEs per cache line.
 struct RecvWqe {
   uint64_t wr_id;
-  uint32_t num_sge;
-  uint32_t reserved;
   ibv_sge sge[];
 };
 

@@ -286,8 +286,8 @@ void SetState(SoftQp* qp, ibv_qp_state state) {
 void ResetQueues(SoftQp* qp) {
   PurgeCompletions(qp);
   if (!qp->srq) {
-    RecvWqe discarded;
-    while (qp->recv_ring.TryPop(&discarded, sizeof(discarded))) {
+    uint64_t discarded_wr_id;
+    while (qp->recv_ring.TryPop(&discarded_wr_id, sizeof(discarded_wr_id))) {
     }
   }
   qp->pending.clear();

@@ -271,7 +271,7 @@ Outcome ExecuteSend(Runtime* runtime, SoftQp* qp, const WorkRequest& wr, Destina
   uint32_t target_count = 0;
   uint64_t capacity = 0;
   bool protection_ok = true;
-  for (uint32_t i = 0; i < wqe->num_sge && protection_ok; ++i) {
+  for (uint32_t i = 0; i < destination.entry->recv_sge_capacity && protection_ok; ++i) {
     const ibv_sge& sge = wqe->sge[i];
     if (sge.length == 0) continue;
     uint8_t* address = PeerBuffer(runtime, destination.device, sge.lkey, sge.addr, sge.length,

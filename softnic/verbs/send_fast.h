@@ -6,8 +6,8 @@
 // engine.h), and the range lies inside it; the lkey likewise. Anything else, or any fault injection, takes
 // the general engine (send.cc), which produces the same result more slowly.
 //
-// SEND: the same checks, then the RECV at the head of the peer's ring is looked at before
-// it is taken (one SGE that holds the message, its lkey's cached translation valid), so a
+// SEND: the same checks, then the RECV at the head of the peer's one-SGE ring is looked at
+// before it is taken (its SGE holds the message, its lkey's cached translation is valid), so a
 // message this path cannot deliver stays where the general engine finds it. The next WQE
 // is prefetched behind it.
 //
@@ -163,7 +163,7 @@ struct UdAddress {
   const QpEntry& entry = *peer->entry;
   uint32_t state = entry.state.load(std::memory_order_acquire);
   if (entry.qpn.load(std::memory_order_acquire) != peer->qpn || (state != IBV_QPS_RTS && state != IBV_QPS_RTR) ||
-      entry.uses_srq != 0 || entry.recv_sge_capacity == 0 ||
+      entry.uses_srq != 0 || entry.recv_sge_capacity != 1 ||
       !ProcessAlive(fabric, entry.owner_slot, entry.owner_incarnation)) {
     return FastResult::kSlowPath;
   }
@@ -185,7 +185,7 @@ struct UdAddress {
     ibv_sge buffer;
     std::memcpy(&buffer, &wqe->sge[0], sizeof(buffer));
     recv_wr_id = wqe->wr_id;
-    if (wqe->num_sge != 1 || buffer.length < needed) return false;
+    if (buffer.length < needed) return false;
     target = LookupKey(peer->recv_key, buffer.lkey, buffer.addr, buffer.length);
     if (__builtin_expect(target == nullptr, 0)) {
       target = TranslateIntoCache(at.runtime, peer->device, buffer.lkey, IBV_ACCESS_LOCAL_WRITE, entry.pd_id, false,
