@@ -1,7 +1,8 @@
 // CPU cost per work request of the verbs data path: ibv_post_send (RC RDMA WRITE,
 // 32 B, inline or through an lkey, one signaled WR per kBatchWrs) plus the ibv_poll_cq that retires it,
 // on an RC QP connected to a second QP in the same process (device 0 -> device 1,
-// or one device in loopback when only one exists).
+// or one device in loopback when only one exists); and a SEND+RECV pair (BM_SendRecv, RC
+// and UD): the send, the receiver's poll of its completion and its re-post of the RECV.
 //
 // Links against the system libibverbs; run with LD_LIBRARY_PATH=build/lib/softnic to
 // measure softnic (run_micro.sh). One iteration is one batch of kBatchWrs WRs, so the
@@ -31,6 +32,8 @@ constexpr uint32_t kBatchWrs = 16;           // exactly one signaled WR per batc
 constexpr uint32_t kMaxSignaledInFlight = 4;  // batches outstanding before we wait
 constexpr uint32_t kSqDepth = 128;
 constexpr uint32_t kCqDepth = 64;
+constexpr uint32_t kRqDepth = 32;
+constexpr uint32_t kUdQkey = 0x11111111;
 constexpr uint32_t kMaxInlineBytes = 256;  // the largest inline payload measured
 constexpr size_t kBufBytes = 4096;
 static_assert(kSqDepth >= kBatchWrs * kMaxSignaledInFlight,
@@ -90,7 +93,9 @@ struct Side {
   ibv_gid gid{};
   int gid_index = -1;
 
-  Side(ibv_device* dev, Api api) {
+  ibv_qp_type type = IBV_QPT_RC;
+
+  Side(ibv_device* dev, Api api, ibv_qp_type qp_type = IBV_QPT_RC) : type(qp_type) {
     ctx = ibv_open_device(dev);
     if (!ctx) fail(std::string("ibv_open_device ") + ibv_get_device_name(dev), errno);
     pd = ibv_alloc_pd(ctx);
@@ -113,10 +118,10 @@ struct Side {
     ibv_qp_init_attr_ex a{};
     a.send_cq = cq;
     a.recv_cq = cq;
-    a.qp_type = IBV_QPT_RC;
+    a.qp_type = type;
     a.sq_sig_all = 0;
     a.cap.max_send_wr = kSqDepth;
-    a.cap.max_recv_wr = 1;
+    a.cap.max_recv_wr = kRqDepth;
     a.cap.max_send_sge = 1;
     a.cap.max_recv_sge = 1;
     a.cap.max_inline_data = kMaxInlineBytes;
@@ -135,6 +140,7 @@ struct Side {
   }
 
   void connect(const Side& peer) {
+    if (type == IBV_QPT_UD) return connect_ud();
     ibv_qp_attr a{};
     a.qp_state = IBV_QPS_INIT;
     a.pkey_index = 0;
@@ -176,6 +182,36 @@ struct Side {
       fail("ibv_modify_qp to RTS", rc);
   }
 
+  void connect_ud() {
+    ibv_qp_attr a{};
+    a.qp_state = IBV_QPS_INIT;
+    a.port_num = 1;
+    a.qkey = kUdQkey;
+    if (int rc = ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_QKEY))
+      fail("ibv_modify_qp to INIT (UD)", rc);
+    a = {};
+    a.qp_state = IBV_QPS_RTR;
+    if (int rc = ibv_modify_qp(qp, &a, IBV_QP_STATE)) fail("ibv_modify_qp to RTR (UD)", rc);
+    a.qp_state = IBV_QPS_RTS;
+    a.sq_psn = 0;
+    if (int rc = ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_SQ_PSN)) fail("ibv_modify_qp to RTS (UD)", rc);
+  }
+
+  ibv_ah* address_of(const Side& peer) const {
+    ibv_ah_attr a{};
+    a.port_num = 1;
+    a.dlid = peer.port.lid;
+    if (gid_index >= 0) {
+      a.is_global = 1;
+      a.grh.dgid = peer.gid;
+      a.grh.sgid_index = static_cast<uint8_t>(gid_index);
+      a.grh.hop_limit = 1;
+    }
+    ibv_ah* ah = ibv_create_ah(pd, &a);
+    if (!ah) fail("ibv_create_ah", errno);
+    return ah;
+  }
+
   ~Side() {
     if (qp) ibv_destroy_qp(qp);
     if (mr) ibv_dereg_mr(mr);
@@ -187,13 +223,13 @@ struct Side {
 
 struct Pair {
   std::unique_ptr<Side> a, b;
-  explicit Pair(Api api) {
+  explicit Pair(Api api, ibv_qp_type type = IBV_QPT_RC) {
     DeviceList devs;
     std::vector<std::string> names = wanted_devices();
     ibv_device* da = names.size() > 0 ? devs.find(names[0]) : devs.list[0];
     ibv_device* db = names.size() > 1 ? devs.find(names[1]) : devs.list[devs.count > 1 ? 1 : 0];
-    a = std::make_unique<Side>(da, api);
-    b = std::make_unique<Side>(db, api);
+    a = std::make_unique<Side>(da, api, type);
+    b = std::make_unique<Side>(db, api, type);
     a->connect(*b);
     b->connect(*a);
   }
@@ -328,6 +364,79 @@ void BM_WrApiWrite(benchmark::State& state) {
   drain_and_report(s.cq, in_flight, state);
 }
 BENCHMARK(BM_WrApiWrite);
+
+// Each iteration is one SEND of `bytes` (inline, one signaled per kBatchWrs) from A and,
+// on B, the poll of its receive completion and the re-post of that RECV, one per call as
+// perftest's ib_send_bw does: the whole cost of a message on both sides, which callgrind
+// counts per pair. B's buffer holds the UD GRH in front of the payload.
+void BM_SendRecv(benchmark::State& state) {
+  const ibv_qp_type type = state.range(0) != 0 ? IBV_QPT_UD : IBV_QPT_RC;
+  const auto bytes = static_cast<uint32_t>(state.range(1));
+  constexpr uint32_t kGrhBytes = 40;
+  std::unique_ptr<Pair> pair;
+  ibv_ah* ah = nullptr;
+  try {
+    pair = std::make_unique<Pair>(Api::kPostSend, type);
+    if (type == IBV_QPT_UD) ah = pair->a->address_of(*pair->b);
+  } catch (const std::exception& e) {
+    state.SkipWithError(e.what());
+    return;
+  }
+  Side& a = *pair->a;
+  Side& b = *pair->b;
+  const uint32_t recv_bytes = bytes + kGrhBytes;
+  ibv_sge recv_sge{reinterpret_cast<uintptr_t>(b.buf.get()), recv_bytes, b.mr->lkey};
+  ibv_recv_wr recv{};
+  recv.sg_list = &recv_sge;
+  recv.num_sge = 1;
+  auto post_recv = [&] {
+    ibv_recv_wr* bad = nullptr;
+    return ibv_post_recv(b.qp, &recv, &bad) == 0;
+  };
+  for (uint32_t i = 0; i < kRqDepth; ++i) {
+    if (!post_recv()) {
+      state.SkipWithError("ibv_post_recv failed");
+      ibv_destroy_ah(ah);
+      return;
+    }
+  }
+  ibv_sge sge{reinterpret_cast<uintptr_t>(a.buf.get()), bytes, a.mr->lkey};
+  ibv_send_wr wr{};
+  wr.sg_list = &sge;
+  wr.num_sge = 1;
+  wr.opcode = IBV_WR_SEND;
+  if (ah != nullptr) {
+    wr.wr.ud.ah = ah;
+    wr.wr.ud.remote_qpn = b.qp->qp_num;
+    wr.wr.ud.remote_qkey = kUdQkey;
+  }
+  uint32_t in_flight = 0;
+  uint64_t sent = 0;
+  for (auto _ : state) {
+    wr.send_flags = IBV_SEND_INLINE | (++sent % kBatchWrs == 0 ? IBV_SEND_SIGNALED : 0);
+    ibv_send_wr* bad = nullptr;
+    if (int rc = ibv_post_send(a.qp, &wr, &bad)) {
+      state.SkipWithError((std::string("ibv_post_send: ") + std::strerror(rc)).c_str());
+      break;
+    }
+    ibv_wc wc;
+    if (ibv_poll_cq(b.cq, 1, &wc) != 1 || wc.status != IBV_WC_SUCCESS || wc.byte_len != (ah ? recv_bytes : bytes)) {
+      state.SkipWithError("the receiver found no successful completion of the right length");
+      break;
+    }
+    if (!post_recv()) {
+      state.SkipWithError("ibv_post_recv failed");
+      break;
+    }
+    if (sent % kBatchWrs == 0 && !signaled_batch_posted(a.cq, in_flight, state)) break;
+  }
+  retire(a.cq, in_flight, 0, state);
+  state.SetItemsProcessed(int64_t(state.iterations()));
+  state.counters["sec_per_pair"] =
+      benchmark::Counter(double(state.iterations()), benchmark::Counter::kIsRate | benchmark::Counter::kInvert);
+  if (ah != nullptr) ibv_destroy_ah(ah);
+}
+BENCHMARK(BM_SendRecv)->ArgNames({"ud", "bytes"})->Args({0, 32})->Args({1, 32});
 
 }  // namespace
 

@@ -103,6 +103,14 @@ def perftest_rate_mpps(out: str) -> float:
     return rows[0][-1]
 
 
+def bench_rate_mops(out: str) -> float:
+    """rdmalab-bench's message rate: the Mops column of its table's first row."""
+    header, rows = _perftest_table(out)
+    if "Mops" not in header:
+        raise ParseError(f"no Mops column in rdmalab-bench header {header}")
+    return rows[0][header.index("Mops")]
+
+
 def _ucx_csv(out: str) -> dict[str, float]:
     lines = out.splitlines()
     for i, line in enumerate(lines):
@@ -132,9 +140,12 @@ def ucx_rate_mpps(out: str) -> float:
 # ---------------------------------------------------------------------------------------
 # What is measured
 
+BENCH = "rdmalab-bench"
+
+
 @dataclasses.dataclass(frozen=True)
 class Side:
-    tool: str  # perftest tool or ucx_perftest test name
+    tool: str  # perftest tool, BENCH, or ucx_perftest test name
     args: tuple[str, ...]
     parse: Callable[[str], float]
 
@@ -159,7 +170,19 @@ class Metric:
 
 def metrics(a) -> list[Metric]:
     lat_n, bw_n = str(a.lat_iters), str(a.bw_iters)
+    bench_s = str(a.bench_seconds)
+
+    def bench_tput(verb: str, connection: str, depth: str) -> Side:
+        return Side(BENCH, ("tput", "--verb", verb, "-c", connection, "-s", "32", "-I", "32", "-Q", depth,
+                            "-D", bench_s), bench_rate_mops)
+
     return [
+        Metric("send_rate_32B_ud", "mpps", "higher", bench_tput("send", "UD", "16"),
+               Side("am_bw", ("-s", "32", "-n", bw_n), ucx_rate_mpps), 1.0),
+        Metric("send_rate_32B_rc", "mpps", "higher", bench_tput("send", "RC", "16"),
+               Side("am_bw", ("-s", "32", "-n", bw_n), ucx_rate_mpps), 1.0),
+        Metric("write_rate_32B_inline", "mpps", "higher", bench_tput("write", "RC", "100"),
+               Side("put_bw", ("-s", "32", "-n", bw_n), ucx_rate_mpps), 1.0),
         Metric("write_lat_8B", "us", "lower",
                Side("ib_write_lat", ("-s", "8", "-n", lat_n, "-H"), perftest_lat_us),
                Side("put_lat", ("-s", "8", "-n", lat_n), ucx_lat_us), 1.0),
@@ -190,6 +213,10 @@ class Runner:
         return ["taskset", "-c", str(core)]
 
     def softnic_cmds(self, s: Side, port: int):
+        if s.tool == BENCH:
+            common = [self.a.bench, *s.args, "-p", str(port)]
+            return (self._pin(self.a.server_core) + common + ["-d", "softnic0"],
+                    self._pin(self.a.client_core) + common + ["-d", "softnic1", "--index", "0", "127.0.0.1"])
         tool = str(Path(self.a.perftest_dir) / s.tool)
         gid = ["-x", "0"] if self.a.link == "roce" else []
         common = [tool, *s.args, "-F", "-p", str(port), *gid]
@@ -335,12 +362,20 @@ def main() -> int:
                    help="leave one side out (repeatable); ceiling: perftest's own rate limit")
     p.add_argument("--softnic-lib", default=str(build / "lib/softnic"), help="dir of softnic's libibverbs.so.1")
     p.add_argument("--softnic-cli", default=str(build / "bin/softnic"))
+    p.add_argument("--bench", default=str(build / "bin/rdmalab-bench"), help="rdmalab-bench, for the SEND and WRITE rate rows")
+    p.add_argument("--bench-seconds", type=float, default=2.0, help="duration of each rdmalab-bench rate run (2)")
     p.add_argument("--cacheline", default=str(build / "bin/rdmalab-cacheline-pingpong"))
     p.add_argument("--null-post", default=str(build / "lib/librdmalab-null-post.so"),
                    help="the LD_PRELOAD shim that measures perftest's ceiling (target null_post_preload)")
     p.add_argument("--perftest-dir", default="/usr/bin")
     p.add_argument("--ucx-perftest", default="/usr/bin/ucx_perftest")
+    p.add_argument("--only", action="append", default=[], metavar="METRIC",
+                   help="measure only this metric (repeatable), e.g. send_rate_32B_ud; default: all")
     a = p.parse_args()
+    known = [m.id for m in metrics(a)]
+    for wanted in a.only:
+        if wanted not in known:
+            p.error(f"--only {wanted!r}: no such metric; known: {', '.join(known)}")
     try:
         a.server_core, a.client_core = (int(x) for x in a.cores.split(","))
     except ValueError:
@@ -362,7 +397,7 @@ def main() -> int:
     started = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
     results, rows = [], []
     try:
-        for m in metrics(a):
+        for m in (m for m in metrics(a) if not a.only or m.id in a.only):
             res = {"id": m.id, "unit": m.unit, "better": m.better}
             sides = {"softnic": m.softnic, "ucx": m.ucx}
             if m.ceiling and "ceiling" not in a.skip:

@@ -58,3 +58,19 @@ def test_ucx_csv():
 def test_wrong_or_missing_output_is_an_error(parse, text):
     with pytest.raises(c.ParseError):
         parse(text)
+
+
+BENCH_CLIENT = """# rdmalab-bench tput  client/0  device softnic1  send UD
+# UD is unreliable: rates count SENDs completed by the sender; see loss_fraction
+     #bytes         #ops       Mops       Gb/s    avg[us]    p50[us]    p99[us]  p99.9[us]    max[us]
+         32      8814016      4.407      1.128      3.631      3.488      6.896     12.943     41.207
+"""
+
+
+def test_bench_rate_is_the_mops_column():
+    assert c.bench_rate_mops(BENCH_CLIENT) == pytest.approx(4.407)
+
+
+def test_bench_rate_without_a_table_is_a_parse_error():
+    with pytest.raises(c.ParseError):
+        c.bench_rate_mops("rdmalab-bench: error: --timeout 60 s passed\n")

@@ -85,9 +85,10 @@ ShapeCount* FindShapeSlot(CounterBlock& block, uint64_t key) {
   return &victim;
 }
 
-void CountFastWriteSlow(uint64_t requester_key, uint64_t post_key, bool whole_post, FastWriteSlots& slots,
-                        CounterBlock& requester, CounterBlock& responder) {
-  slots = FastWriteSlots{};
+void CountFastMessageSlow(uint64_t requester_key, uint32_t wqe_bytes, bool whole_post, FastMessageSlots& slots,
+                          CounterBlock& requester, CounterBlock& responder) {
+  slots = FastMessageSlots{};
+  uint64_t post_key = SingleWqePostKey(wqe_bytes);
   uint64_t responder_key = ResponderKey(requester_key);
   if (requester.shared != 0) {  // the shared lane has no slots
     CountRun(requester, kFirstMessageCounter, CountsOfShape(requester_key).value);
@@ -105,8 +106,8 @@ void CountFastWriteSlow(uint64_t requester_key, uint64_t post_key, bool whole_po
   ShapeCount* post_slot = FindShapeSlot(requester, post_key);
   if (whole_post) Bump(post_slot);
   if (requester.evictions == requester_evictions && responder.evictions == responder_evictions) {
-    slots = FastWriteSlots{requester_key, &requester, &responder, requester_evictions, responder_evictions,
-                           requester_slot, responder_slot, post_slot};
+    slots = FastMessageSlots{requester_key, &requester, &responder, requester_evictions, responder_evictions,
+                             requester_slot, responder_slot, post_slot, wqe_bytes};
   }
 }
 

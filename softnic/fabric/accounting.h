@@ -158,10 +158,10 @@ inline void CountShape(CounterBlock& block, uint64_t key, ShapeCursor& cursor) {
   Bump(slot);
 }
 
-// The slots a QP's last fast-path RDMA WRITE shape counted in: its requester side, its
-// responder side, and its post as a single WR. Valid while neither block has folded a slot
+// The slots a QP's last fast-path message shape (an RDMA WRITE, or a SEND) counted in: its
+// requester side, its responder side, and its post as a single WR. Valid while neither block has folded a slot
 // since (only a fold gives an occupied slot another key), which one load per block checks.
-struct FastWriteSlots {
+struct FastMessageSlots {
   uint64_t key = 0;  // requester key; 0 = nothing cached
   const CounterBlock* requester_block = nullptr;
   const CounterBlock* responder_block = nullptr;
@@ -170,37 +170,45 @@ struct FastWriteSlots {
   ShapeCount* requester = nullptr;
   ShapeCount* responder = nullptr;
   ShapeCount* post = nullptr;
+  uint32_t wqe_bytes = 0;  // the modeled WQE of this shape (a function of the key)
 };
 
 // The cursors of one QP: the requester side per `signaled` (streams alternate between the
-// two), the responder side, single-WR posts, and the fast path's WRITEs per `signaled`.
+// two), the responder side, single-WR posts, and the fast path's WRITEs and SENDs per
+// `signaled`.
 struct QpShapeCursors {
   ShapeCursor requester[2];
   ShapeCursor responder;
   ShapeCursor single_wqe_post;
-  FastWriteSlots fast_write[2];
+  FastMessageSlots fast_write[2];
+  FastMessageSlots fast_send[2];
 };
 
 // Cold (accounting.cc): counts through FindShapeSlot and refreshes the cache.
-void CountFastWriteSlow(uint64_t requester_key, uint64_t post_key, bool whole_post, FastWriteSlots& slots,
-                        CounterBlock& requester, CounterBlock& responder);
+void CountFastMessageSlow(uint64_t requester_key, uint32_t wqe_bytes, bool whole_post, FastMessageSlots& slots,
+                          CounterBlock& requester, CounterBlock& responder);
 
-// Counts one fast-path WRITE of `requester_key` on both devices, and, when it is the whole
-// post, that post (a doorbell and one WQE by MMIO, `post_key`): three stores in the common
-// case. Both blocks are the calling thread's lane.
-[[gnu::always_inline]] inline void CountFastWrite(uint64_t requester_key, uint64_t post_key, bool whole_post, FastWriteSlots& slots,
-                           CounterBlock& requester, CounterBlock& responder) {
+// Counts one fast-path message of `requester_key` on both devices, and, when it is the whole
+// post, that post (a doorbell and one WQE by MMIO): three stores in the common case. Both
+// blocks are the calling thread's lane. Returns the message's WQE bytes, which
+// wqe_bytes_of() computes only when the shape is not the cached one.
+template <typename WqeBytesOf>
+[[gnu::always_inline]] inline uint32_t CountFastMessage(uint64_t requester_key, WqeBytesOf&& wqe_bytes_of,
+                                                        bool whole_post, FastMessageSlots& slots,
+                                                        CounterBlock& requester, CounterBlock& responder) {
   if (__builtin_expect(slots.key != requester_key || slots.requester_block != &requester ||
                            slots.responder_block != &responder ||
                            slots.requester_evictions != __atomic_load_n(&requester.evictions, __ATOMIC_RELAXED) ||
                            slots.responder_evictions != __atomic_load_n(&responder.evictions, __ATOMIC_RELAXED),
                        0)) {
-    CountFastWriteSlow(requester_key, post_key, whole_post, slots, requester, responder);
-    return;
+    uint32_t wqe_bytes = wqe_bytes_of();
+    CountFastMessageSlow(requester_key, wqe_bytes, whole_post, slots, requester, responder);
+    return wqe_bytes;
   }
   Bump(slots.requester);
   Bump(slots.responder);
   if (whole_post) Bump(slots.post);
+  return slots.wqe_bytes;
 }
 
 // Counts one delivered message, given its requester key, on both devices: what softnic

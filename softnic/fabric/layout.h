@@ -13,7 +13,7 @@
 namespace softnic {
 
 constexpr uint32_t kFabricMagic = 0x534e4943;  // "SNIC"
-constexpr uint32_t kFabricLayoutVersion = 8;  // bump with every change to this file's shared structs
+constexpr uint32_t kFabricLayoutVersion = 9;  // bump with every change to this file's shared structs
 constexpr uint32_t kMaxDevices = 16;
 constexpr uint32_t kDefaultDevices = 2;
 constexpr uint32_t kMaxProcesses = 128;

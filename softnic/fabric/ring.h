@@ -123,25 +123,51 @@ class Ring {
   // whoever later learns it (a receive completion carries it to the ring's owner) can pass
   // it to NoteDequeued and spare the producer a read of the consumers' line.
   bool TryPop(void* out, size_t bytes, uint64_t* dequeued = nullptr) {
+    auto copy = [&](const void* payload) {
+      std::memcpy(out, payload, bytes);
+      return true;
+    };
+    return TryPopIf(dequeued, copy) == PopResult::kTaken;
+  }
+
+  enum class PopResult : uint8_t { kEmpty, kDeclined, kTaken };
+
+  // TryPop for a consumer that reads what it needs of the oldest entry itself and decides
+  // whether to take it: take(payload) copies fields out and returns true to claim the
+  // entry; false leaves it for the next consumer. take may read an entry that a racing
+  // consumer and producer tore: the claim then fails and what it read is dropped, so take
+  // must only read the payload and keep what it read until the claim succeeds.
+  template <typename Take>
+  PopResult TryPopIf(uint64_t* dequeued, Take&& take) {
     uint64_t pos = header_->dequeue_pos.load(std::memory_order_relaxed);
     for (;;) {
       RingSlot* slot = Slot(pos & mask_);
       uint64_t sequence = slot->sequence.load(std::memory_order_acquire);
       int64_t diff = static_cast<int64_t>(sequence - (pos + 1));
-      if (diff < 0) return false;
+      if (diff < 0) return PopResult::kEmpty;
       if (diff == 0) {
         // The copy may race with a producer refilling the slot only if another consumer
         // claimed `pos` first, and then the claim below fails and the copy is dropped.
-        std::memcpy(out, Payload(slot), bytes);
+        if (!take(static_cast<const void*>(Payload(slot)))) {
+          if (header_->dequeue_pos.load(std::memory_order_relaxed) == pos) return PopResult::kDeclined;
+          pos = header_->dequeue_pos.load(std::memory_order_relaxed);
+          continue;
+        }
         if (header_->dequeue_pos.compare_exchange_weak(pos, pos + 1, std::memory_order_release,
                                                        std::memory_order_relaxed)) {
           if (dequeued != nullptr) *dequeued = pos + 1;
-          return true;
+          return PopResult::kTaken;
         }
       } else {
         pos = header_->dequeue_pos.load(std::memory_order_relaxed);
       }
     }
+  }
+
+  // Starts loading the slot the next pop reads: a sender taking one RECV per message hides
+  // the cross-core transfer of the next WQE behind its current one.
+  void PrefetchHead() const {
+    __builtin_prefetch(Slot(header_->dequeue_pos.load(std::memory_order_relaxed) & mask_));
   }
 
   // Raises the producers' free-space cache to `dequeued`, a dequeue count known to have

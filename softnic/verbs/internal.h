@@ -30,6 +30,10 @@ constexpr uint32_t kUdGrhBytes = 40;
 constexpr uint32_t kPortNumber = 1;
 constexpr uint32_t kRnrRetryForever = 7;
 constexpr uint32_t kUdDestinationCacheEntries = 64;
+// Where a UD QP caches the destination (device, QPN).
+inline uint32_t UdDestinationSlot(uint32_t qpn, uint32_t device) {
+  return (qpn ^ (device * 0x9e3779b9u)) & (kUdDestinationCacheEntries - 1);
+}
 static_assert((kUdDestinationCacheEntries & (kUdDestinationCacheEntries - 1)) == 0);
 
 // A completion as producers write it into a CQ ring; poll converts it to ibv_wc.
@@ -53,11 +57,11 @@ struct Cqe {
 };
 static_assert(sizeof(Cqe) == 56);
 
-// A posted receive as it sits in a receive ring (followed by `num_sge` SGEs).
+// A posted receive as it sits in a receive ring: as many SGEs as the ring holds per WQE,
+// those the WR did not use zero-length (which place nothing, as an absent SGE). No count:
+// a one-SGE WQE and its ring slot's sequence fill 32 bytes, two WQEs per cache line.
 struct RecvWqe {
   uint64_t wr_id;
-  uint32_t num_sge;
-  uint32_t reserved;
   ibv_sge sge[];
 };
 
@@ -152,14 +156,6 @@ struct SoftAh {
   int32_t device;  // destination device index, -1 if no device has that address
 };
 
-// A remote QP's receive side as a sender uses it: its entry and its mapped rings.
-struct Destination {
-  uint32_t device = 0;
-  uint32_t qpn = 0;
-  QpEntry* entry = nullptr;
-  Ring recv_queue;
-  Ring recv_cq;
-};
 
 // The entry an empty KeyTranslation points at: its generation (0) never equals the odd one
 // of an empty translation, so the fast path needs no null check.
@@ -174,6 +170,16 @@ struct KeyTranslation {
   uint64_t first = 0;   // first valid address (the iova)
   uint64_t length = 0;
   uint64_t bias = 0;    // local address = address + bias (mod 2^64)
+};
+
+// A remote QP's receive side as a sender uses it: its entry and its mapped rings.
+struct Destination {
+  uint32_t device = 0;
+  uint32_t qpn = 0;
+  QpEntry* entry = nullptr;
+  Ring recv_queue;
+  Ring recv_cq;
+  KeyTranslation recv_key;  // the send fast path: the last receive lkey written through
 };
 
 // A send WR in the engine's one form, whether it came from ibv_post_send, the ibv_wr_*
@@ -240,6 +246,7 @@ struct SoftQp {
   KeyTranslation local_key;   // fast path: the last lkey read from
   QpShapeCursors shape_cursors;  // where this QP last counted each kind of message shape
   uint64_t write_key_base;       // MessageKeyBase of this QP's RDMA WRITEs (fast path)
+  uint64_t send_key_base;        // and of its single-SGE SENDs
 
   std::atomic_flag lock = ATOMIC_FLAG_INIT;  // post_send (mlx5 takes the same per-QP lock)
   // True while the progress thread may touch this QP (it is in Runtime::stalled); cleared

@@ -205,8 +205,10 @@ ibv_qp* CreateQpExOp(ibv_context* context, ibv_qp_init_attr_ex* attr) {
 
 void SetPathMtu(SoftQp* qp, uint32_t path_mtu_bytes) {
   qp->path_mtu_bytes = path_mtu_bytes;
-  qp->write_key_base = MessageKeyBase(model::Opcode::kWrite, ModeledTransport(qp->ex.qp_base.qp_type), 1,
-                                      path_mtu_bytes, Runtime::Get()->fabric()->link_layer);
+  LinkLayer link_layer = Runtime::Get()->fabric()->link_layer;
+  model::Transport transport = ModeledTransport(qp->ex.qp_base.qp_type);
+  qp->write_key_base = MessageKeyBase(model::Opcode::kWrite, transport, 1, path_mtu_bytes, link_layer);
+  qp->send_key_base = MessageKeyBase(model::Opcode::kSend, transport, 1, path_mtu_bytes, link_layer);
 }
 
 namespace {
@@ -284,8 +286,8 @@ void SetState(SoftQp* qp, ibv_qp_state state) {
 void ResetQueues(SoftQp* qp) {
   PurgeCompletions(qp);
   if (!qp->srq) {
-    RecvWqe discarded;
-    while (qp->recv_ring.TryPop(&discarded, sizeof(discarded))) {
+    uint64_t discarded_wr_id;
+    while (qp->recv_ring.TryPop(&discarded_wr_id, sizeof(discarded_wr_id))) {
     }
   }
   qp->pending.clear();

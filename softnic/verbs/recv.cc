@@ -12,8 +12,8 @@
 namespace softnic {
 namespace {
 
-// Appends a chain of receive WRs to a ring. Stops at the first bad WR (EINVAL for too
-// many SGEs, ENOMEM when the ring is full), like a NIC's post_recv.
+// Appends a chain of receive WRs to a ring of `max_sge` SGEs per WQE. Stops at the first
+// bad WR (EINVAL for too many SGEs, ENOMEM when the ring is full), like a NIC's post_recv.
 int PostToRing(Ring& ring, uint32_t max_sge, ibv_recv_wr* wr, ibv_recv_wr** bad_wr) {
   for (; wr != nullptr; wr = wr->next) {
     if (wr->num_sge < 0 || uint32_t(wr->num_sge) > max_sge) {
@@ -23,8 +23,13 @@ int PostToRing(Ring& ring, uint32_t max_sge, ibv_recv_wr* wr, ibv_recv_wr** bad_
     bool pushed = ring.TryPush([&](void* payload) {
       auto* wqe = static_cast<RecvWqe*>(payload);
       wqe->wr_id = wr->wr_id;
-      wqe->num_sge = uint32_t(wr->num_sge);
-      std::memcpy(wqe->sge, wr->sg_list, sizeof(ibv_sge) * uint32_t(wr->num_sge));
+      uint32_t used = uint32_t(wr->num_sge);
+      if (max_sge == 1 && used == 1) {
+        wqe->sge[0] = wr->sg_list[0];
+      } else {
+        std::memcpy(wqe->sge, wr->sg_list, sizeof(ibv_sge) * used);
+        std::memset(&wqe->sge[used], 0, sizeof(ibv_sge) * (max_sge - used));
+      }
     });
     if (!pushed) {
       *bad_wr = wr;

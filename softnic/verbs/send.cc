@@ -271,7 +271,7 @@ Outcome ExecuteSend(Runtime* runtime, SoftQp* qp, const WorkRequest& wr, Destina
   uint32_t target_count = 0;
   uint64_t capacity = 0;
   bool protection_ok = true;
-  for (uint32_t i = 0; i < wqe->num_sge && protection_ok; ++i) {
+  for (uint32_t i = 0; i < destination.entry->recv_sge_capacity && protection_ok; ++i) {
     const ibv_sge& sge = wqe->sge[i];
     if (sge.length == 0) continue;
     uint8_t* address = PeerBuffer(runtime, destination.device, sge.lkey, sge.addr, sge.length,
@@ -522,7 +522,14 @@ WorkRequest FromSendWr(const ibv_send_wr* wr) {
 
 [[gnu::always_inline]] inline bool PostedFast(SoftQp* qp, const PostContext& at, bool ud, const ibv_send_wr* wr,
                                               PostCost* post_cost) {
-  return wr->opcode == IBV_WR_RDMA_WRITE && wr->num_sge == 1 && !ud &&
+  if (wr->num_sge != 1) return false;
+  if (wr->opcode == IBV_WR_SEND || wr->opcode == IBV_WR_SEND_WITH_IMM) {
+    UdAddress address{};
+    if (ud) address = UdAddress{wr->wr.ud.ah ? ToSoft(wr->wr.ud.ah) : nullptr, wr->wr.ud.remote_qpn, wr->wr.ud.remote_qkey};
+    return TryFastSend(qp, at, wr->wr_id, wr->opcode, wr->send_flags, wr->imm_data, wr->sg_list[0], address,
+                       post_cost) == FastResult::kDone;
+  }
+  return wr->opcode == IBV_WR_RDMA_WRITE && !ud &&
          TryFastWrite(qp, at, wr->wr_id, wr->send_flags, wr->sg_list[0], wr->wr.rdma.remote_addr,
                       wr->wr.rdma.rkey, post_cost) == FastResult::kDone;
 }

@@ -1,12 +1,17 @@
-// The fast path of the send engine: a single-SGE RDMA WRITE on a connected RC/UC QP whose
-// peer and keys were seen before. Latency is the time until the remote store, so the store
+// The fast paths of the send engine: a single-SGE RDMA WRITE on a connected RC/UC QP, and a
+// single-SGE SEND on any QP, whose peer and keys were seen before. Latency is the time until the remote store, so the store
 // comes first, after the fewest checks that keep every rule of the slow path: the SQ has
 // room; the peer QP still has its number, is alive and ready, and enables remote writes;
 // the rkey's region is unchanged since its translation was cached (one generation load,
 // engine.h), and the range lies inside it; the lkey likewise. Anything else, or any fault injection, takes
 // the general engine (send.cc), which produces the same result more slowly.
 //
-// Inline in its two callers (post_send and the ibv_wr_* batch), with the WR's fields as
+// SEND: the same checks, then the RECV at the head of the peer's one-SGE ring is looked at
+// before it is taken (its SGE holds the message, its lkey's cached translation is valid), so a
+// message this path cannot deliver stays where the general engine finds it. The next WQE
+// is prefetched behind it.
+//
+// Inline in their two callers (post_send and the ibv_wr_* batch), with the WR's fields as
 // arguments: a post of one WRITE is one function, the provider's, as on mlx5. `post` is the
 // list this WR belongs to, which counts its doorbell; null when the WR is the whole post.
 #pragma once
@@ -77,13 +82,16 @@ uint8_t* TranslateIntoCache(Runtime* runtime, uint32_t device, uint32_t key, uin
   uint64_t key = qp->write_key_base | sge.length | (inline_data ? shape_key::kInline : 0) |
                  (signaled ? shape_key::kSignaled : 0);
   CounterBlock& counters = at.lane[qp->device_index];
-  model::WrShape wqe;
-  wqe.op = model::Opcode::kWrite;
-  wqe.payload_B = sge.length;
-  wqe.inline_data = inline_data;
-  uint32_t wqe_bytes = WqeBytes(wqe);  // RC and UC WRITEs have the same WQE header
-  CountFastWrite(key, SingleWqePostKey(wqe_bytes), post == nullptr, qp->shape_cursors.fast_write[signaled],
-                 counters, at.lane[peer.device]);
+  uint32_t wqe_bytes = CountFastMessage(
+      key,
+      [&] {
+        model::WrShape wqe;
+        wqe.op = model::Opcode::kWrite;
+        wqe.payload_B = sge.length;
+        wqe.inline_data = inline_data;
+        return WqeBytes(wqe);  // RC and UC WRITEs have the same WQE header
+      },
+      post == nullptr, qp->shape_cursors.fast_write[signaled], counters, at.lane[peer.device]);
   if (post != nullptr) post->Add(wqe_bytes);
   if (signaled) {
     Cqe cqe{};
@@ -95,6 +103,147 @@ uint8_t* TranslateIntoCache(Runtime* runtime, uint32_t device, uint32_t key, uin
     cqe.sq_retire = slot;
     cqe.is_send = 1;
     PushCqe(qp->send_cq->ring, cqe, counters, false);
+  }
+  return FastResult::kDone;
+}
+
+// The GRH a UD receiver finds in front of the payload.
+[[gnu::always_inline]] inline void WriteGrh(uint8_t* at, const FabricHeader& fabric, uint32_t source_device,
+                                            uint32_t destination_device, uint64_t payload_bytes) {
+  ibv_grh grh{};
+  grh.version_tclass_flow = htobe32(6u << 28);
+  grh.paylen = htobe16(static_cast<uint16_t>(payload_bytes));
+  grh.next_hdr = 0x1b;  // IB transport header follows
+  grh.hop_limit = 64;
+  std::memcpy(grh.sgid.raw, fabric.devices[source_device].gid, sizeof(grh.sgid.raw));
+  std::memcpy(grh.dgid.raw, fabric.devices[destination_device].gid, sizeof(grh.dgid.raw));
+  std::memcpy(at, &grh, kUdGrhBytes);
+}
+
+// UD only: where the WR's address handle points.
+struct UdAddress {
+  const SoftAh* ah;
+  uint32_t remote_qpn;
+  uint32_t remote_qkey;
+};
+
+[[gnu::always_inline]] inline FastResult TryFastSend(SoftQp* qp, const PostContext& at, uint64_t wr_id,
+                                                     ibv_wr_opcode opcode, uint32_t send_flags, uint32_t imm_data,
+                                                     const ibv_sge& sge, const UdAddress& address, PostCost* post) {
+  const FabricHeader& fabric = *at.runtime->fabric();
+  bool ud = qp->ex.qp_base.qp_type == IBV_QPT_UD;
+  if (!qp->pending.empty() || qp->entry->state.load(std::memory_order_relaxed) != IBV_QPS_RTS ||
+      fabric.faults_active.load(std::memory_order_relaxed) != 0) {
+    return FastResult::kSlowPath;
+  }
+  bool inline_data = (send_flags & IBV_SEND_INLINE) != 0;
+  if (qp->cap.max_send_sge == 0 || (inline_data && sge.length > qp->cap.max_inline_data)) {
+    return FastResult::kSlowPath;
+  }
+  if (qp->sq_posted - qp->sq_retired.load(std::memory_order_acquire) >= qp->cap.max_send_wr) {
+    return FastResult::kSlowPath;
+  }
+  Destination* peer = &qp->connected;
+  if (ud) {
+    // The destination must already be in the cache; its QKEY must match (else it drops).
+    if (address.ah == nullptr || address.ah->device < 0 || sge.length > qp->path_mtu_bytes) {
+      return FastResult::kSlowPath;
+    }
+    uint32_t device = uint32_t(address.ah->device);
+    uint32_t qpn = address.remote_qpn & kQpnMask;
+    peer = &qp->ud_cache[UdDestinationSlot(qpn, device)];
+    uint32_t qkey = (address.remote_qkey & 0x80000000u) ? qp->attr.qkey : address.remote_qkey;
+    if (peer->entry == nullptr || peer->qpn != qpn || peer->device != device ||
+        peer->entry->qkey.load(std::memory_order_relaxed) != qkey) {
+      return FastResult::kSlowPath;
+    }
+  } else if (peer->entry == nullptr) {
+    return FastResult::kSlowPath;
+  }
+  const QpEntry& entry = *peer->entry;
+  uint32_t state = entry.state.load(std::memory_order_acquire);
+  if (entry.qpn.load(std::memory_order_acquire) != peer->qpn || (state != IBV_QPS_RTS && state != IBV_QPS_RTR) ||
+      entry.uses_srq != 0 || entry.recv_sge_capacity != 1 ||
+      !ProcessAlive(fabric, entry.owner_slot, entry.owner_incarnation)) {
+    return FastResult::kSlowPath;
+  }
+  const uint8_t* source = reinterpret_cast<const uint8_t*>(sge.addr);
+  if (!inline_data) {
+    source = LookupKey(qp->local_key, sge.lkey, sge.addr, sge.length);
+    if (__builtin_expect(source == nullptr, 0)) {
+      source = TranslateIntoCache(at.runtime, qp->device_index, sge.lkey, 0, qp->entry->pd_id, true,
+                                  &qp->local_key, sge.addr, sge.length);
+      if (source == nullptr) return FastResult::kSlowPath;
+    }
+  }
+  uint64_t header_bytes = ud ? kUdGrhBytes : 0;
+  uint64_t needed = sge.length + header_bytes;
+  uint8_t* target = nullptr;
+  uint64_t recv_wr_id = 0;
+  auto take_if_it_holds_the_message = [&](const void* payload) {
+    const auto* wqe = static_cast<const RecvWqe*>(payload);
+    ibv_sge buffer;
+    std::memcpy(&buffer, &wqe->sge[0], sizeof(buffer));
+    recv_wr_id = wqe->wr_id;
+    if (buffer.length < needed) return false;
+    target = LookupKey(peer->recv_key, buffer.lkey, buffer.addr, buffer.length);
+    if (__builtin_expect(target == nullptr, 0)) {
+      target = TranslateIntoCache(at.runtime, peer->device, buffer.lkey, IBV_ACCESS_LOCAL_WRITE, entry.pd_id, false,
+                                  &peer->recv_key, buffer.addr, buffer.length);
+    }
+    return target != nullptr;
+  };
+  Cqe cqe{};
+  if (peer->recv_queue.TryPopIf(&cqe.recv_dequeued, take_if_it_holds_the_message) != Ring::PopResult::kTaken) {
+    return FastResult::kSlowPath;
+  }
+  peer->recv_queue.PrefetchHead();
+  if (ud) {
+    WriteGrh(target, fabric, qp->device_index, peer->device, sge.length);
+    target += kUdGrhBytes;
+  }
+  if (sge.length <= kSmallCopyBytes) {
+    CopySmall(target, source, sge.length);
+  } else {
+    std::memcpy(target, source, sge.length);
+  }
+  bool with_imm = opcode == IBV_WR_SEND_WITH_IMM;
+  cqe.wr_id = recv_wr_id;
+  cqe.status = IBV_WC_SUCCESS;
+  cqe.opcode = IBV_WC_RECV;
+  cqe.byte_len = static_cast<uint32_t>(needed);
+  cqe.qp_num = peer->qpn;
+  cqe.src_qp = qp->ex.qp_base.qp_num;
+  cqe.slid = fabric.link_layer == LinkLayer::kInfiniBand ? fabric.devices[qp->device_index].lid : 0;
+  if (with_imm) {
+    cqe.imm_data = imm_data;
+    cqe.wc_flags = IBV_WC_WITH_IMM;
+  }
+  if (ud && (fabric.link_layer == LinkLayer::kEthernet || address.ah->attr.is_global)) cqe.wc_flags |= IBV_WC_GRH;
+  CounterBlock& counters = at.lane[qp->device_index];
+  CounterBlock& responder_counters = at.lane[peer->device];
+  PushCqe(peer->recv_cq, cqe, responder_counters, (send_flags & IBV_SEND_SOLICITED) != 0);
+
+  uint32_t slot = ++qp->sq_posted;
+  bool signaled = qp->signal_all || (send_flags & IBV_SEND_SIGNALED);
+  bool header_only = with_imm && sge.length == 0;
+  uint64_t key = qp->send_key_base | sge.length |
+                 (uint64_t{inline_data} | uint64_t{signaled} << 1 | uint64_t{header_only} << 2 | uint64_t{with_imm} << 3)
+                     << shape_key::kFlagsShift;
+  uint32_t wqe_bytes =
+      CountFastMessage(key, [&] { return WqeBytes(ModeledShape(qp, opcode, send_flags, sge.length, 1)); },
+                       post == nullptr, qp->shape_cursors.fast_send[signaled], counters, responder_counters);
+  if (post != nullptr) post->Add(wqe_bytes);
+  if (signaled) {
+    Cqe done{};
+    done.wr_id = wr_id;
+    done.status = IBV_WC_SUCCESS;
+    done.opcode = IBV_WC_SEND;
+    done.byte_len = sge.length;
+    done.qp_num = qp->ex.qp_base.qp_num;
+    done.sq_retire = slot;
+    done.is_send = 1;
+    PushCqe(qp->send_cq->ring, done, counters, false);
   }
   return FastResult::kDone;
 }

@@ -88,7 +88,7 @@ Destination* ResolveDestination(Runtime* runtime, SoftQp* qp, const WorkRequest&
   if (qp->ex.qp_base.qp_type == IBV_QPT_UD) {
     device = wr.ah->device;
     qpn = wr.remote_qpn & kQpnMask;
-    destination = &qp->ud_cache[(qpn ^ (uint32_t(device) * 0x9e3779b9u)) & (kUdDestinationCacheEntries - 1)];
+    destination = &qp->ud_cache[UdDestinationSlot(qpn, uint32_t(device))];
   } else {
     device = qp->dest_device;
     qpn = qp->attr.dest_qp_num;
