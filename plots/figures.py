@@ -24,6 +24,7 @@ kMinWidthInches = 7.0
 kTitleCharsPerInch = 13       # at 10 pt
 kNoteCharsPerInch = 19        # at 7 pt
 kNoteLineInches = 0.16
+kLegendLineScale = 1.25       # a legend row is a bit taller than a note line (its marker)
 
 
 def _key(v: Any) -> tuple:
@@ -269,6 +270,7 @@ def draw(fig_data: Figure, out_dir: pathlib.Path, stem: str) -> Optional[dict[st
     palette = plt.rcParams["axes.prop_cycle"].by_key()["color"]
     colors = {s: palette[j % len(palette)] for j, s in enumerate(fig_data.series())}
     gid = _Gids()
+    legend: dict[str, Any] = {}  # label -> handle, over every facet: one legend under the panels
     for i, facet in enumerate(facets):
         curves = fig_data.curves(facet)
         for c in curves:
@@ -286,19 +288,23 @@ def draw(fig_data: Figure, out_dir: pathlib.Path, stem: str) -> Optional[dict[st
         facet_title = f"{p['facet']}={facet}: " if p.get("facet") else ""
         ax.set_title(f"{facet_title}absolute", fontsize=9)
         ax_n.set_title(f"{facet_title}each kind ÷ its value at {where}" if where else "normalized", fontsize=9)
-        if ax.get_legend_handles_labels()[0]:
-            ax.legend(fontsize=6)
+        for h, label in zip(*ax.get_legend_handles_labels()):
+            legend.setdefault(label, h)
     fig.suptitle(textwrap.fill(fig_data.experiment.get("title", stem), int(width * kTitleCharsPerInch)), fontsize=10)
     notes = fig_data.model.not_modeled_notes() if fig_data.model else []
+    # The series the model cannot predict are named with the reason, never drawn as guesses.
+    text = "\n".join(textwrap.fill(n, int(width * kNoteCharsPerInch)) for n in notes)
+    note_lines = text.count("\n") + 1 if notes else 0
+    legend_cols = 3 if ncols == 2 else 2
+    legend_lines = math.ceil(len(legend) / legend_cols)
+    bottom_in = kNoteLineInches * (note_lines + legend_lines * kLegendLineScale)
+    fig.set_figheight(fig.get_figheight() + bottom_in)
     if notes:
-        # The series the model cannot predict are named with the reason, never drawn as guesses.
-        text = "\n".join(textwrap.fill(n, int(width * kNoteCharsPerInch)) for n in notes)
-        lines = text.count("\n") + 1
-        fig.set_figheight(fig.get_figheight() + kNoteLineInches * lines)
         fig.text(0.01, 0.01, text, fontsize=7, color="#a05000", va="bottom")
-        fig.tight_layout(rect=(0, kNoteLineInches * lines / fig.get_figheight(), 1, 1))
-    else:
-        fig.tight_layout()
+    if legend:
+        fig.legend(list(legend.values()), list(legend), loc="lower center", ncol=legend_cols, fontsize=7, frameon=False,
+                   bbox_to_anchor=(0.5, kNoteLineInches * note_lines / fig.get_figheight()))
+    fig.tight_layout(rect=(0, bottom_in / fig.get_figheight(), 1, 1))
     out_dir.mkdir(parents=True, exist_ok=True)
     paths = {"png": out_dir / f"{stem}.png", "svg": out_dir / f"{stem}.svg"}
     fig.savefig(paths["png"], dpi=kDpi)
