@@ -117,8 +117,10 @@ def test_a_statement_that_does_not_hold_is_reported_as_not_holding(tmp_path, exp
 
 @pytest.mark.skipif(not kModelBin.exists(), reason=f"{kModelBin} not built")
 def test_paper_command_runs_the_backend_and_the_model_and_writes_that_papers_report(tmp_path, exp_dir):
-    (exp_dir / "stmt.yaml").write_text(kExperiment.replace("size: [8, 16, 32, 64, 128, 256, 512]", "size: [8, 64, 512]"))
-    write_experiment(exp_dir, "other", """
+    # Suites pick a paper's experiments by their id's prefix.
+    (exp_dir / "herd14-stmt.yaml").write_text(kExperiment.replace("size: [8, 16, 32, 64, 128, 256, 512]", "size: [8, 64, 512]")
+                                              .replace("id: stmt", "id: herd14-stmt"))
+    write_experiment(exp_dir, "roce-other", """
         title: an experiment of another paper
         mode: lat
         paper: {id: roce}
@@ -130,12 +132,12 @@ def test_paper_command_runs_the_backend_and_the_model_and_writes_that_papers_rep
                                         "roce: {description: the other, papers: [roce]}\n")
     out = tmp_path / "res"
     run_all("paper", "herd14", "--experiments-dir", exp_dir, "--model-bin", kModelBin, "--out", out, check=0)
-    assert list((out / "softnic").iterdir()) == [out / "softnic" / "stmt"]
-    assert (out / "model" / "stmt" / "points").is_dir()
+    assert list((out / "softnic").iterdir()) == [out / "softnic" / "herd14-stmt"]
+    assert (out / "model" / "herd14-stmt" / "points").is_dir()
     page = (out / "report" / "herd14" / "index.html").read_text()
     assert verdicts(page, "softnic") == ["holds", "does not hold", "does not hold"]
     assert len(verdicts(page, "model")) == 3
-    assert "other" not in re.findall(r'data-experiment="([^"]+)"', page)
+    assert re.findall(r'data-experiment="([^"]+)"', page) == ["herd14-stmt"]
     # Run again: the stored points are kept, nothing re-runs.
     r = run_all("paper", "herd14", "--experiments-dir", exp_dir, "--model-bin", kModelBin, "--out", out, check=0)
     assert "replace" not in r.stderr
