@@ -19,7 +19,7 @@ int Main(int argc, char** argv) {
   std::optional<Session> session;
   try {
     Options options = ParseOptions(argc, argv);
-    const Mode& mode = FindMode(options.mode);
+    const Mode& mode = ModeFor(options);
     mode.check(options);
     Watchdog watchdog("rdmalab-bench", options.timeout_s);
     const std::uint64_t start_ns = MonotonicNs();

@@ -56,6 +56,9 @@ struct Options {
   std::string design = "herd-rpc";
   std::uint64_t count = 1'000'000;
   int batch = 16;
+  // Kernel-socket stand-ins of lat and tput (sockets.cc).
+  std::string stack = "rdma";
+  int io_batch = 1;
   // Run control and output.
   bool validate = false;
   double timeout_s = 60;
