@@ -111,6 +111,12 @@ sockaddr_in BoundAddress(int fd) {
   return me;
 }
 
+std::string Endpoint(const sockaddr_in& addr) {
+  char text[INET_ADDRSTRLEN];
+  inet_ntop(AF_INET, &addr.sin_addr, text, sizeof(text));
+  return std::string(text) + ":" + std::to_string(ntohs(addr.sin_port));
+}
+
 // Publishes this side's socket, reads the peer's and connects to it (UDP) or returns it (TCP).
 sockaddr_in ExchangeAddresses(Session& session, int fd, const std::string& own_host) {
   const Options& o = session.options();
@@ -142,6 +148,7 @@ class UdpRun {
     if (connect(fd_.get(), reinterpret_cast<sockaddr*>(&peer), sizeof(peer)) != 0) {
       Fail("connect UDP: ", std::strerror(errno));
     }
+    endpoints_ = {{"local", Endpoint(BoundAddress(fd_.get()))}, {"peer", Endpoint(peer)}};
     buffers_.assign(static_cast<std::size_t>(window_) * size_, 0);
     iov_.resize(batch_);
     msgs_.resize(batch_);
@@ -163,6 +170,7 @@ class UdpRun {
       report.rows.push_back(Generate());
       session_.Barrier("done/0");
     }
+    report.rows.back().extra["socket"] = endpoints_;
     report.notes.push_back("kernel UDP sockets (--stack udp), " + std::to_string(batch_) +
                            " datagrams per sendmmsg/recvmmsg; the RDMA device is not used for data");
     session_.Barrier("finished");
@@ -299,6 +307,7 @@ class UdpRun {
   std::vector<mmsghdr> msgs_;
   std::atomic<bool> stop_{false};
   std::uint64_t forwarded_ = 0;
+  json endpoints_;
 };
 
 // The peer closed: at the end of a run the client closes with requests still unanswered.
@@ -358,8 +367,11 @@ class TcpRun {
       ExchangeAddresses(session_, listener.get(), own);
       session_.Barrier("connected");
       while (!WaitReadable(listener.get(), kPollMs)) session_.RemainingMs("the client's TCP connection");
-      Fd conn(accept(listener.get(), nullptr, nullptr));
+      sockaddr_in peer{};
+      socklen_t len = sizeof(peer);
+      Fd conn(accept(listener.get(), reinterpret_cast<sockaddr*>(&peer), &len));
       if (conn.get() < 0) Fail("accept: ", std::strerror(errno));
+      endpoints_ = {{"local", Endpoint(BoundAddress(conn.get()))}, {"peer", Endpoint(peer)}};
       NoDelay(conn.get());
       ServeBetweenBarriers(session_, 1, stop_, "/0", [&](int) { Serve(conn.get()); });
       ResultRow row;
@@ -376,11 +388,13 @@ class TcpRun {
       if (connect(conn.get(), reinterpret_cast<sockaddr*>(&server), sizeof(server)) != 0) {
         Fail("TCP connect to the server: ", std::strerror(errno));
       }
+      endpoints_ = {{"local", Endpoint(BoundAddress(conn.get()))}, {"peer", Endpoint(server)}};
       NoDelay(conn.get());
       session_.Barrier("start/0");
       report.rows.push_back(Generate(conn.get()));
       session_.Barrier("done/0");
     }
+    report.rows.back().extra["socket"] = endpoints_;
     report.notes.push_back(std::string("kernel TCP socket (--stack tcp): ") + (write_ ? "write" : "read") +
                            " requests; the RDMA device is not used for data");
     session_.Barrier("finished");
@@ -445,6 +459,7 @@ class TcpRun {
   std::vector<std::uint8_t> request_, response_;
   std::atomic<bool> stop_{false};
   std::uint64_t served_ = 0;
+  json endpoints_;
 };
 
 }  // namespace
