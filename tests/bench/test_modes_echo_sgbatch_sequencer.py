@@ -104,6 +104,26 @@ def test_sgbatch(k: int) -> None:
     assert server["results"][0]["forwarded_wrs"] >= packets // k
 
 
+@pytest.mark.parametrize("stack,mode,args", [
+    ("udp", "lat", ["--io-batch", "4", "-s", "256", "-n", "400"]),
+    ("udp", "tput", ["--io-batch", "8", "-s", "64", "-t", "32", "-n", "4000"]),
+    ("tcp", "tput", ["--verb", "read", "-s", "512", "-t", "4", "-n", "2000"]),
+])
+def test_kernel_socket_stacks(stack: str, mode: str, args: list[str]) -> None:
+    """--stack udp|tcp: the same schema as every mode; UDP one-way latency from symmetric stamps."""
+    run = benchrun.standalone(mode, ["--stack", stack, "--warmup", "0.02", *args])
+    server, client = check_documents(run)
+    row = client["results"][0]
+    assert row["stack"] == stack and row["ops"] >= int(args[-1]) and row["mops"] > 0
+    assert row["socket"]["peer"].startswith("127.0.0.1:")
+    if stack == "udp":
+        assert_latency_ordered(row, "one_way")
+        assert row["io_batch"] == int(args[1]) and row["lost_packets"] + row["late_packets"] >= 0
+        assert server["results"][0]["forwarded_packets"] >= row["ops"]
+    else:
+        assert server["results"][0]["served_requests"] >= row["ops"]
+
+
 BAD_INPUT = {
     "echo-write-over-ud": (["echo", "--request", "write", "-c", "UD"], "UD carries only SEND"),
     "echo-response-write-over-ud": (["echo", "--response", "write", "--response-connection", "UD"],
