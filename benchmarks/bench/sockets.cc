@@ -35,12 +35,6 @@ namespace {
 
 using nlohmann::json;
 
-// A datagram starts with [t1 client ticks][turnaround ns][sequence number].
-constexpr std::uint32_t kStampOffset = 0;
-constexpr std::uint32_t kTurnaroundOffset = 8;
-constexpr std::uint32_t kSeqOffset = 16;
-constexpr std::uint32_t kHeaderBytes = 24;
-static_assert(kHeaderBytes >= kSeqOffset + 8, "the header holds three 8-byte fields");
 constexpr int kMaxIoBatch = 1024;  // UIO_MAXIOV, the kernel's limit for one sendmmsg
 constexpr int kLossTimeoutMs = 20;
 constexpr int kPollMs = 1;         // how often a waiting loop looks at the deadline and the stop flag
@@ -231,13 +225,12 @@ class UdpRun {
     row.latency_ns = std::make_unique<LatencyHistogram>();
     row.latency_kind = "one_way";
     std::uint64_t next_seq = 0, window_start = 0, lost = 0, late = 0, measured = 0;
-    std::uint64_t now = clock.Now(), last_arrival = now, measure_start = now + warmup_ticks;
-    bool measuring = warmup_ticks == 0, stopping = false;
-    if (measuring) measure_start = now;
+    std::uint64_t now = clock.Now(), last_arrival = now;
+    MeasuredInterval interval(now, warmup_ticks, duration_ticks, iterations);
     std::vector<std::uint8_t> landing(static_cast<std::size_t>(batch_) * size_);
     while (true) {
       // Send whole batches while the window has room for one.
-      while (!stopping && next_seq + batch_ <= window_start + window_) {
+      while (!interval.stopping() && next_seq + batch_ <= window_start + window_) {
         Aim(next_seq, batch_);
         const std::uint64_t t1 = clock.Now();
         for (int i = 0; i < batch_; ++i) {
@@ -248,7 +241,7 @@ class UdpRun {
         SendAll(batch_);
         next_seq += batch_;
       }
-      if (stopping && window_start >= next_seq) break;
+      if (interval.stopping() && window_start >= next_seq) break;
       for (int i = 0; i < batch_; ++i) iov_[i] = {landing.data() + static_cast<std::size_t>(i) * size_, size_};
       const int n = WaitReadable(fd_.get(), kPollMs) ? recvmmsg(fd_.get(), msgs_.data(), batch_, MSG_DONTWAIT, nullptr) : 0;
       now = clock.Now();
@@ -265,9 +258,8 @@ class UdpRun {
         }
         lost += seq - window_start;  // datagrams overtaken by this one: UDP does not resend them
         window_start = seq + 1;
-        if (measuring && !stopping) {
-          const std::uint64_t round_trip_ns = clock.TicksToNs(now - t1);
-          row.latency_ns->Record(round_trip_ns > turnaround_ns ? (round_trip_ns - turnaround_ns) / 2 : 0);
+        if (interval.counting()) {
+          row.latency_ns->Record(OneWayNs(clock.TicksToNs(now - t1), turnaround_ns));
           ++measured;
         }
       }
@@ -277,15 +269,7 @@ class UdpRun {
         window_start = next_seq;
         last_arrival = now;
       }
-      if (!measuring && now >= measure_start) {
-        measuring = true;
-        measure_start = now;
-      } else if (measuring && !stopping &&
-                 (iterations != 0 ? measured >= iterations : now - measure_start >= duration_ticks)) {
-        stopping = true;
-        row.ops = measured;
-        row.duration_s = static_cast<double>(clock.TicksToNs(now - measure_start)) / 1e9;
-      }
+      interval.Update(now, measured, clock, row);
       if (now >= deadline) Fail("--timeout ", o_.timeout_s, " s passed with ", measured, " datagrams forwarded back");
       if (g_abort.load(std::memory_order_relaxed)) Fail("aborted");
     }
@@ -428,24 +412,15 @@ class TcpRun {
       if (!WriteAll(fd, request_.data(), request_.size())) Fail("the server closed the TCP connection");
     };
     for (int i = 0; i < o_.tx_depth; ++i) request();
-    std::uint64_t start = clock.Now(), completed = 0;
-    bool measuring = warmup_ticks == 0;
-    while (true) {
+    MeasuredInterval interval(clock.Now(), warmup_ticks, duration_ticks, iterations);
+    std::uint64_t completed = 0;
+    while (!interval.stopping()) {
       if (!ReadAll(fd, in.data(), in.size(), never, session_)) Fail("the server closed the TCP connection");
       const std::uint64_t now = clock.Now();
-      if (!measuring && now - start >= warmup_ticks) {
-        measuring = true;
-        start = now;
-      } else if (measuring && ++completed >= (iterations != 0 ? iterations : ~0ull)) {
-        row.duration_s = static_cast<double>(clock.TicksToNs(now - start)) / 1e9;
-        break;
-      } else if (measuring && iterations == 0 && now - start >= duration_ticks) {
-        row.duration_s = static_cast<double>(clock.TicksToNs(now - start)) / 1e9;
-        break;
-      }
-      request();
+      if (interval.counting()) ++completed;
+      interval.Update(now, completed, clock, row);
+      if (!interval.stopping()) request();
     }
-    row.ops = completed;
     row.extra["stack"] = "tcp";
     row.extra["window"] = o_.tx_depth;
     return row;  // the requests still in flight are answered into a closing socket
@@ -480,9 +455,9 @@ void CheckSockets(Options& options) {
     if (!options.verb.empty() && options.verb != "send") {
       Fail("--verb ", options.verb, " with --stack udp: datagrams are sends (send, or leave --verb out)");
     }
-    if (size < kHeaderBytes || size > kUdpMaxPayloadBytes) {
-      Fail("--size ", size, " with --stack udp: a datagram carries a ", kHeaderBytes, "-byte timestamp header and at most ",
-           kUdpMaxPayloadBytes, " bytes, so ", kHeaderBytes, "..", kUdpMaxPayloadBytes);
+    if (size < kStampHeaderBytes || size > kUdpMaxPayloadBytes) {
+      Fail("--size ", size, " with --stack udp: a datagram carries a ", kStampHeaderBytes, "-byte timestamp header and at most ",
+           kUdpMaxPayloadBytes, " bytes, so ", kStampHeaderBytes, "..", kUdpMaxPayloadBytes);
     }
     if (options.io_batch < 1 || options.io_batch > kMaxIoBatch) {
       Fail("--io-batch ", options.io_batch, ": datagrams per sendmmsg/recvmmsg must be 1..", kMaxIoBatch);
