@@ -48,6 +48,15 @@ inline std::uint64_t OneWayNs(std::uint64_t round_trip_ns, std::uint64_t turnaro
   return round_trip_ns > turnaround_ns ? (round_trip_ns - turnaround_ns) / 2 : 0;
 }
 
+// The row of a server that only forwarded or answered: `count` of `what`, its rate belongs to the client.
+inline ResultRow ServedRow(std::uint32_t size, const char* what, std::uint64_t count) {
+  ResultRow row;
+  row.size_bytes = size;
+  row.rate_measured = false;
+  row.extra[what] = count;
+  return row;
+}
+
 // The measured interval of a generator loop (echo, sgbatch, --stack udp): a warm-up, then
 // `iterations` ops, or `duration_ticks` when iterations is 0. Update() runs after each poll;
 // when the interval ends it writes ops and duration into the row, and the loop then drains

@@ -308,12 +308,8 @@ Report SgbatchRun::Run() {
   Report report;
   if (session_.is_server()) {
     ServeBetweenBarriers(session_, 1, stop_, "/0", [&](int) { Forward(); });
-    ResultRow row;
-    row.size_bytes = size_;
-    row.rate_measured = false;
-    row.extra["forwarded_wrs"] = forwarded_;
-    row.extra["packets_per_wr"] = k_;
-    report.rows.push_back(std::move(row));
+    report.rows.push_back(ServedRow(size_, "forwarded_wrs", forwarded_));
+    report.rows.back().extra["packets_per_wr"] = k_;
     report.validation = {{"enabled", o_.validate}, {"checked_by", "client"}};
   } else {
     session_.Barrier("start/0");

@@ -154,11 +154,7 @@ class UdpRun {
     Report report;
     if (session_.is_server()) {
       ServeBetweenBarriers(session_, 1, stop_, "/0", [&](int) { Forward(); });
-      ResultRow row;
-      row.size_bytes = size_;
-      row.rate_measured = false;
-      row.extra["forwarded_packets"] = forwarded_;
-      report.rows.push_back(std::move(row));
+      report.rows.push_back(ServedRow(size_, "forwarded_packets", forwarded_));
     } else {
       session_.Barrier("start/0");
       report.rows.push_back(Generate());
@@ -358,11 +354,7 @@ class TcpRun {
       endpoints_ = {{"local", Endpoint(BoundAddress(conn.get()))}, {"peer", Endpoint(peer)}};
       NoDelay(conn.get());
       ServeBetweenBarriers(session_, 1, stop_, "/0", [&](int) { Serve(conn.get()); });
-      ResultRow row;
-      row.size_bytes = size_;
-      row.rate_measured = false;
-      row.extra["served_requests"] = served_;
-      report.rows.push_back(std::move(row));
+      report.rows.push_back(ServedRow(size_, "served_requests", served_));
     } else {
       Fd conn(CheckedSocket(SOCK_STREAM));
       sockaddr_in me = Ipv4(own, 0);
