@@ -49,6 +49,7 @@ def single_error(role: benchrun.Role) -> str:
     (["echo", "--stack", "tcp"], ["--stack tcp applies to lat and tput"]),
     (["lat", "--io-batch", "4"], ["--io-batch 4 applies to --stack udp only"]),
     (["tput", "--stack", "udp", "--sge", "2"], ["--stack udp runs one client and one server over one socket"]),
+    (["tput", "--buffers", "2", "--validate"], ["--numa, --page-offset and --buffers place", "--validate"]),
 ])
 def test_bad_input(args: list[str], expected: list[str]) -> None:
     start = time.monotonic()

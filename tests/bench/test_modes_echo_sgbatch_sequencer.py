@@ -5,6 +5,7 @@ bytes it moved; the sequencer hands out every integer exactly once for every des
 
 from __future__ import annotations
 
+import os
 import subprocess
 
 import pytest
@@ -122,6 +123,23 @@ def test_kernel_socket_stacks(stack: str, mode: str, args: list[str]) -> None:
         assert server["results"][0]["forwarded_packets"] >= row["ops"]
     else:
         assert server["results"][0]["served_requests"] >= row["ops"]
+
+
+def test_source_buffer_placement() -> None:
+    """nosql Fig. 9-11: SENDs from buffers an offset into their pages, cycling over 2 of them; far
+    memory on a one-node host is an error naming the reason, never a near run reported as far."""
+    run = benchrun.standalone("tput", ["--verb", "send", "-s", "4096", "-t", "16", "-n", "4000", "--warmup", "0.02",
+                                       "--page-offset", "8", "--buffers", "2", "--numa", "near"])
+    server, client = check_documents(run)
+    assert client["config"]["page_offset"] == 8 and client["config"]["buffers"] == 2
+    assert client["results"][0]["ops"] >= 4000 and server["results"][0]["mops"] > 0
+    nodes = len([n for n in os.listdir("/sys/devices/system/node") if n.startswith("node")])
+    run = benchrun.standalone("tput", ["--verb", "send", "-s", "64", "-n", "1000", "--numa", "far"])
+    if nodes < 2:
+        line = [x for x in run.clients[0].error_lines][0]
+        assert "--numa far: this host has 1 NUMA node, so no memory is far" in line
+    else:
+        check_documents(run)
 
 
 BAD_INPUT = {
