@@ -13,7 +13,7 @@ from rich.table import Table
 
 from . import inventory as inventory_mod
 from .coordinator import Coordinator, Options, load_all, new_run_id, plan
-from .experiment import kBackends
+from .experiment import kBackends, kPapers
 from .runner import RunConfig
 from .store import Store, StoreError
 from .suites import all_experiment_files, load_suites, resolve
@@ -22,10 +22,14 @@ from .yamlloc import ConfigError
 
 kRoot = pathlib.Path(__file__).resolve().parents[1]
 kDefaultSuite = "default"
+kConfigError = 2
+kInterrupted = 130
 kBenchSchema = kRoot / "benchmarks" / "schema" / "rdmalab-bench.schema.json"
 kKvSchema = kRoot / "kv" / "schema" / "rdmalab-kv.schema.json"
 
 USAGE = """run_all.py [EXPERIMENT.yaml|ID|SUITE ...] [options]     run experiments (no argument: the default suite)
+       run_all.py paper herd14|guide16|nosql|roce [options]   a paper's experiments on the backend and the model,
+                                                              then that paper's report (results/report/PAPER/)
        run_all.py report [--out DIR]                          figures + HTML report from stored results"""
 
 
@@ -79,13 +83,13 @@ def list_all(exp_dir: pathlib.Path, console: Console) -> int:
     return 2 if errors else 0
 
 
-def report(out: pathlib.Path, console: Console) -> int:
+def report(out: pathlib.Path, console: Console, paper: Optional[str] = None) -> int:
     from plots.report import write_report
     try:
         store = Store(out)
         if store.experiments():
             store.write_index()  # the index follows the files, even after a run that was killed
-        path = write_report(store)
+        path = write_report(store, store.root / "report" / paper, [paper]) if paper else write_report(store)
     except StoreError as exc:
         console.print(f"[red]report: {exc}[/red]")
         return 1
@@ -96,9 +100,37 @@ def report(out: pathlib.Path, console: Console) -> int:
     return 0
 
 
+def paper(argv: list[str], console: Console) -> int:
+    """The paper's suite on the chosen backend, the same suite on the model (the paper's NIC
+    profiles), then a report of that paper's experiments only. Stored points are kept (resume)
+    unless --force."""
+    papers = [p for p in kPapers if p != "none"]
+    pp = argparse.ArgumentParser(prog="run_all.py paper", usage="run_all.py paper PAPER [run_all.py options]")
+    pp.add_argument("paper", choices=papers, help="the paper whose experiments run")
+    known, rest = pp.parse_known_args(argv)
+    args = parser().parse_args([known.paper, *rest])
+    if args.targets != [known.paper]:
+        console.print(f"run_all.py paper: only one paper and options, got {' '.join(args.targets)}", markup=False)
+        return kConfigError
+    again = [] if args.force or args.resume else ["--resume"]
+    rc = main([known.paper, *rest, "--no-report", *again])
+    if rc in (kConfigError, kInterrupted):
+        return rc
+    if args.backend != "model":
+        shared = ["--out", args.out, "--bin-dir", args.bin_dir, "--experiments-dir", args.experiments_dir]
+        shared += (["--model-bin", args.model_bin] if args.model_bin else []) + (["--profile", args.profile] if args.profile else [])
+        model_rc = main([known.paper, "--backend", "model", *shared, "--force" if args.force else "--resume", "--no-report"])
+        if model_rc in (kConfigError, kInterrupted):
+            return model_rc
+        rc = rc or model_rc
+    return report(pathlib.Path(args.out), console, known.paper) or rc
+
+
 def main(argv: Optional[list[str]] = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     console = Console(stderr=True)
+    if argv and argv[0] == "paper":
+        return paper(argv[1:], console)
     if argv and argv[0] == "report":
         rp = argparse.ArgumentParser(prog="run_all.py report")
         rp.add_argument("--out", default=str(kRoot / "results"))
@@ -132,7 +164,7 @@ def main(argv: Optional[list[str]] = None) -> int:
         for m in exc.messages:
             console.print(m, markup=False, highlight=False)
         console.print(f"run_all.py: {len(exc.messages)} error(s); nothing was run", markup=False)
-        return 2
+        return kConfigError
     schema = json.loads(kBenchSchema.read_text()) if kBenchSchema.is_file() else None
     kv_schema = json.loads(kKvSchema.read_text()) if kKvSchema.is_file() else None
     cfg = RunConfig(backend=backend, root=kRoot, bin_dir=bin_dir, run_id=new_run_id(), model_bin=model_bin,

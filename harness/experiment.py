@@ -11,6 +11,7 @@ import pathlib
 import re
 from typing import Any, Optional
 
+from . import conclusions as conclusions_mod
 from . import yamlloc
 from .checker import Checker, type_name
 from .yamlloc import ConfigError, LocDict
@@ -59,6 +60,8 @@ KEYS = {
     "link": ("string", False, "softnic link layer: ib (default) or roce"),
     "plot": ("mapping", False, "figure specification (see plot keys)"),
     "reference": ("list", False, "paper's published values: [{x, y, series?, facet?, source?}]"),
+    "conclusions": ("list", False, "the paper's conclusions for this figure as checkable statements "
+                                   "(see conclusion keys); the report judges them on every run and on the model"),
 }
 ROLE_KEYS = {
     "count": ("integer or $param", False, "processes of the role (default 1); $name takes a parameter's value"),
@@ -122,6 +125,7 @@ class Experiment:
     reference: list[dict[str, Any]]
     labels: list[str] = dataclasses.field(default_factory=list)
     model_params: dict[str, Any] = dataclasses.field(default_factory=dict)
+    conclusions: list[dict[str, Any]] = dataclasses.field(default_factory=list)
     node: LocDict = dataclasses.field(repr=False, default=None)  # type: ignore[assignment]
 
     def parameter_names(self) -> set[str]:
@@ -272,12 +276,14 @@ def parse(path: str | pathlib.Path) -> Experiment:
     repeats, timeout_s, backends, link, labels = _check_run_keys(ck, data, known)
     plot = _check_plot(ck, data, known)
     reference = _check_reference(ck, data)
+    conclusions = conclusions_mod.check(ck, data, plot, params, sweep, labels)
     ck.raise_if_any()
     return Experiment(path=path.resolve(), sha256=hashlib.sha256(path.read_bytes()).hexdigest(), id=exp_id,
                       title=data["title"], description=data.get("description", ""), paper=paper,
                       binary=binary, mode=mode, roles=roles, params=params, sweep=sweep, repeats=repeats,
                       timeout_s=float(timeout_s), backends=backends, link=link, plot=plot,
-                      reference=reference, labels=labels, model_params=model_params, node=data)
+                      reference=reference, labels=labels, model_params=model_params,
+                      conclusions=conclusions, node=data)
 
 
 def _check_run_keys(ck: Checker, data: LocDict, known: set[str]) -> tuple[int, float, list[str], str, list[str]]:

@@ -414,7 +414,7 @@ class PointRunner:
         return {"schema_version": kResultSchema, "status": None, "error": None, "backend": self.cfg.backend,
                 "experiment": {"id": exp.id, "title": exp.title, "file": str(exp.path), "sha256": exp.sha256,
                                "paper": exp.paper, "description": exp.description, "plot": exp.plot,
-                               "reference": exp.reference},
+                               "reference": exp.reference, "conclusions": exp.conclusions},
                 "point": {"id": point.id, "index": point.index, "params": point.params, "repeat": point.repeat,
                           "roles": point.roles, "swept": list(point.swept)},
                 "roles": [], "headline": None,

@@ -12,6 +12,7 @@ import itertools
 import json
 from typing import Any, Optional
 
+from .conclusions import pinned_x_values, same
 from .experiment import Experiment
 
 
@@ -46,16 +47,19 @@ def _numeric(values: list[Any]) -> bool:
     return all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in values)
 
 
-def thin(values: list[Any], max_values: Optional[int]) -> list[Any]:
+def thin(values: list[Any], max_values: Optional[int], pinned: tuple[Any, ...] = ()) -> list[Any]:
     """Fewer values of a numeric axis; categories (verbs, designs, flags) are all kept, since a
-    figure without one of its series says less, not the same at lower resolution."""
+    figure without one of its series says less, not the same at lower resolution. Pinned values
+    (those the experiment's conclusions are judged at) are kept on top of the evenly spaced ones."""
     if max_values is None or len(values) <= max_values or not _numeric(values):
         return list(values)
     if max_values == 1:
-        return [values[0]]
-    step = (len(values) - 1) / (max_values - 1)
-    picked = sorted({round(i * step) for i in range(max_values)})
-    return [values[i] for i in picked]
+        picked = {0}
+    else:
+        step = (len(values) - 1) / (max_values - 1)
+        picked = {round(i * step) for i in range(max_values)}
+    picked |= {i for i, v in enumerate(values) if any(same(v, p) for p in pinned)}
+    return [values[i] for i in sorted(picked)]
 
 
 def point_id(experiment: str, params: dict[str, Any], repeat: int, roles: dict[str, int]) -> str:
@@ -64,15 +68,17 @@ def point_id(experiment: str, params: dict[str, Any], repeat: int, roles: dict[s
     return hashlib.sha256(canon.encode()).hexdigest()[:16]
 
 
-def _block_rows(block: dict[str, dict[str, list[Any]]], max_values: Optional[int]) -> list[dict[str, Any]]:
+def _block_rows(block: dict[str, dict[str, list[Any]]], max_values: Optional[int],
+                pinned: dict[str, tuple[Any, ...]]) -> list[dict[str, Any]]:
     grid = block.get("grid", {})
     zipped = block.get("zip", {})
-    grid_axes = [[(k, v) for v in thin(vals, max_values)] for k, vals in grid.items()]
+    grid_axes = [[(k, v) for v in thin(vals, max_values, pinned.get(k, ()))] for k, vals in grid.items()]
     zip_rows: list[dict[str, Any]] = [{}]
     if zipped:
         n = len(next(iter(zipped.values())))
         numeric = all(_numeric(vals) for vals in zipped.values())
-        keep = thin(list(range(n)), max_values) if numeric else list(range(n))
+        pinned_rows = tuple(i for i in range(n) for k, vals in zipped.items() if any(same(vals[i], p) for p in pinned.get(k, ())))
+        keep = thin(list(range(n)), max_values, pinned_rows) if numeric else list(range(n))
         zip_rows = [{k: vals[i] for k, vals in zipped.items()} for i in keep]
     rows = []
     for combo in itertools.product(*grid_axes):
@@ -89,6 +95,7 @@ def expand(exp: Experiment, reduction: Reduction = Reduction(), backend: Optiona
             fixed[key] = value
     swept_names: list[str] = []
     rows: list[dict[str, Any]] = []
+    pinned = {exp.plot["x"]: tuple(pinned_x_values(exp.conclusions))} if exp.conclusions else {}
     for block in exp.sweep or [{}]:
         if backend is not None and backend not in block.get("backends", [backend]):
             continue
@@ -96,7 +103,7 @@ def expand(exp: Experiment, reduction: Reduction = Reduction(), backend: Optiona
             for k in table:
                 if k not in swept_names:
                     swept_names.append(k)
-        for row in _block_rows(block, reduction.max_values):
+        for row in _block_rows(block, reduction.max_values, pinned):
             if row not in rows:
                 rows.append(row)
     repeats = reduction.repeats or exp.repeats

@@ -14,6 +14,7 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
+from harness.conclusions import same  # noqa: E402
 from harness.metrics import point_value  # noqa: E402
 from harness.store import kNotModeled  # noqa: E402
 
@@ -23,6 +24,10 @@ kMinWidthInches = 7.0
 kTitleCharsPerInch = 13       # at 10 pt
 kNoteCharsPerInch = 19        # at 7 pt
 kNoteLineInches = 0.16
+kLegendLineScale = 1.25       # a legend row is a bit taller than a note line (its marker)
+kLeftInches, kRightInches, kTopInches = 0.75, 0.2, 0.75      # y labels; margin; title and panel titles
+kAxisLabelInches = 0.55       # x tick labels and the x label under the last row of panels
+kPanelGapInches, kRowGapInches = 0.8, 0.9
 
 
 def _key(v: Any) -> tuple:
@@ -39,7 +44,11 @@ class Table:
         self.plot: dict[str, Any] = newest["experiment"].get("plot") or {}
         self.reference: list[dict[str, Any]] = newest["experiment"].get("reference") or []
         self.records = records
-        self.what = "predicted" if all(r.get("backend") == "model" for r in records) else "measured"
+        self.backend = newest.get("backend", "")
+        self.what = "predicted" if self.backend == "model" else "measured"
+        profiles = sorted({str(prof) for r in records for role in r.get("roles") or []
+                           if (prof := (role.get("document") or {}).get("profile"))})
+        self.profile = ", ".join(profiles)
         p = self.plot
         groups: dict[tuple, list[float]] = collections.defaultdict(list)
         self.failed: dict[tuple, int] = collections.Counter()
@@ -68,9 +77,28 @@ class Table:
 
     def reference_value(self, facet: Any, series: Any, x: Any) -> Optional[float]:
         for r in self.reference:
-            if r.get("x") == x and r.get("series", series) == series and r.get("facet", facet) == facet:
+            if same(r.get("x"), x) and same(r.get("series", series), series) and same(r.get("facet", facet), facet):
                 return r["y"]
         return None
+
+    def lookup(self, facet: Any, series: Any, x: Any) -> tuple[Optional[float], str]:
+        """The mean at one point of the figure, or None with the reason there is none."""
+        for r in self.rows:
+            if same(r["facet"], facet) and same(r["series"], series) and same(r["x"], x):
+                if r["mean"] is not None:
+                    return r["mean"], ""
+                if r["not_modeled"]:
+                    return None, f"not modeled ({r['not_modeled']})"
+                return None, f"{r['failed']} failed point(s)"
+        return None, f"no {self.backend} point there"
+
+    def paper_lookup(self, facet: Any, series: Any, x: Any) -> tuple[Optional[float], str]:
+        v = self.reference_value(facet, series, x)
+        return v, "" if v is not None else "no published value there"
+
+    def label(self) -> str:
+        """Who produced the values, for legends and tables: the backend, or the model's profile."""
+        return f"model {self.profile}".strip() if self.backend == "model" else self.backend
 
     def not_modeled_notes(self) -> list[str]:
         """One line per reason, naming the series (or points) it removed from the figure."""
@@ -102,77 +130,189 @@ def series_value(p: dict[str, Any], params: dict[str, Any]) -> Any:
     return params.get(s)
 
 
+class Figure:
+    """One experiment's values of every kind: measured (one backend's run), the model's prediction
+    (for the paper's NIC profile) and the paper's published values, by (facet, series, x)."""
+
+    def __init__(self, measured: Optional[Table], model: Optional[Table]):
+        primary = measured or model
+        assert primary is not None
+        self.measured, self.model = measured, model
+        self.plot, self.reference, self.experiment = primary.plot, primary.reference, primary.experiment
+        self.tables = [t for t in (measured, model) if t is not None]
+
+    def facets(self) -> list[Any]:
+        return sorted({r["facet"] for t in self.tables for r in t.rows}, key=_key)
+
+    def series(self) -> list[Any]:
+        return sorted({r["series"] for t in self.tables for r in t.rows}, key=_key)
+
+    def curves(self, facet: Any) -> list[dict[str, Any]]:
+        """Every drawable line of one panel: kind, series, label and (x, mean, stdev) points."""
+        out = []
+        for s in self.series():
+            name = f"{series_name(self.plot)}={s}" if self.plot.get("series") else ""
+            for t in self.tables:
+                rows = [r for r in t.rows if same(r["facet"], facet) and same(r["series"], s) and r["mean"] is not None]
+                if rows:
+                    out.append({"kind": t.what, "series": s, "label": f"{t.label()}: {name}" if name else t.label(),
+                                "points": [(r["x"], r["mean"], r["stdev"]) for r in rows]})
+            refs = [(r["x"], r["y"], None) for r in self.reference  # drawn even where no point was measured
+                    if same(r.get("series", s), s) and same(r.get("facet", facet), facet)]
+            if refs:
+                out.append({"kind": "paper", "series": s, "label": f"paper: {name}" if name else "paper",
+                            "points": sorted(refs, key=lambda p: _key(p[0]))})
+        return out
+
+    def kinds_drawn(self) -> list[str]:
+        return sorted({c["kind"] for f in self.facets() for c in self.curves(f)})
+
+
+def normalized(curves: list[dict[str, Any]], x_name: str) -> tuple[list[dict[str, Any]], str]:
+    """Each kind divided by its own value at one reference point, so that shapes compare across
+    absolute scales (softnic vs a ConnectX) while ratios between series of one kind are kept. The
+    reference point is the (series, x) that the most kinds have; a kind without it uses its maximum."""
+    have: dict[tuple, set[str]] = collections.defaultdict(set)
+    for c in curves:
+        for x, y, _ in c["points"]:
+            if y:
+                have[(c["series"], x)].add(c["kind"])
+    if not have:
+        return [], ""
+    ref = min(have, key=lambda k: (-len(have[k]), _key(k[0]), _key(k[1])))
+    divisors = {}
+    for kind in {c["kind"] for c in curves}:
+        at_ref = [y for c in curves if c["kind"] == kind and same(c["series"], ref[0])
+                  for x, y, _ in c["points"] if same(x, ref[1]) and y]
+        peak = max((abs(y) for c in curves if c["kind"] == kind for _, y, _ in c["points"]), default=0.0)
+        divisors[kind] = (at_ref[0], "") if at_ref else (peak or 1.0, " (÷ own max)")
+    out = []
+    for c in curves:
+        d, how = divisors[c["kind"]]
+        out.append({**c, "label": c["label"] + how,
+                    "points": [(x, y / d, None if sd is None else sd / d) for x, y, sd in c["points"]]})
+    return out, ("" if ref[0] is None else f"{ref[0]}, ") + f"{x_name}={ref[1]}"
+
+
 def _label(p: dict[str, Any], axis: str) -> str:
     return p.get(f"{axis}label") or p.get(axis, "")
 
 
-def draw(table: Table, out_dir: pathlib.Path, stem: str) -> Optional[dict[str, pathlib.Path]]:
-    p = table.plot
-    if not p or all(r["mean"] is None and r["not_modeled"] is None for r in table.rows):
-        return None  # nothing measured: the report lists the failures instead
-    kind = p.get("kind", "line")
-    facets = table.facets()
-    ncols = min(len(facets), 3)
-    nrows = math.ceil(len(facets) / ncols)
-    width = max(kMinWidthInches, kPanelInches[0] * ncols)
-    fig, axes = plt.subplots(nrows, ncols, figsize=(width, kPanelInches[1] * nrows + 0.4), squeeze=False)
-    colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
-    series = table.series()
-    for i, facet in enumerate(facets):
-        ax = axes[i // ncols][i % ncols]
-        if kind == "table":
-            _draw_table(ax, [r for r in table.rows if r["facet"] == facet], p)
-        for j, s in enumerate(series if kind != "table" else []):
-            rows = [r for r in table.rows if r["facet"] == facet and r["series"] == s]
-            color = colors[j % len(colors)]
-            name = f"{series_name(p)}={s}" if p.get("series") else table.what
-            measured = [r for r in rows if r["mean"] is not None]
-            if not measured and all(r["not_modeled"] for r in rows):
-                continue  # a series the model cannot predict: named in the note, not drawn
-            if kind == "bar":
-                # Every x category keeps its slot, so a series with a failed point does not shift.
-                cats = sorted({r["x"] for r in table.rows if r["facet"] == facet}, key=_key)
-                bar_w = 0.8 / max(len(series), 1)
-                ax.bar([cats.index(r["x"]) + j * bar_w for r in measured], [r["mean"] for r in measured], bar_w,
-                       yerr=[r["stdev"] for r in measured] if p.get("error_bars", True) else None,
-                       color=color, label=name, capsize=2)
-                ax.set_xticks([k + bar_w * (len(series) - 1) / 2 for k in range(len(cats))], [str(c) for c in cats])
-                refs = [(cats.index(r["x"]) + j * bar_w, r["y"]) for r in table.reference
-                        if r["x"] in cats and r.get("series", s) == s and r.get("facet", facet) == facet]
+kStyles = {  # kind -> matplotlib style; the legend names the kind in every label too
+    "measured": {"linestyle": "-", "marker": "o", "markersize": 4},
+    "predicted": {"linestyle": "--", "marker": "s", "markersize": 4, "markerfacecolor": "none"},
+}
+
+
+class _Gids:
+    """SVG ids naming the kind of every drawn series (rdl-measured-N, rdl-predicted-N, rdl-paper-N):
+    the report's browser test counts them in the SVG, which draws text as paths."""
+
+    def __init__(self) -> None:
+        self.n = 0
+
+    def __call__(self, kind: str) -> str:
+        self.n += 1
+        return f"rdl-{kind}-{self.n}"
+
+
+def _draw_panel(ax: Any, curves: list[dict[str, Any]], p: dict[str, Any], colors: dict[Any, str],
+                cats: list[Any], gid: _Gids) -> None:
+    bar_kinds = sorted({(c["series"], c["kind"]) for c in curves if c["kind"] != "paper"},
+                       key=lambda k: (_key(k[0]), k[1]))
+    bar_w = 0.8 / max(len(bar_kinds), 1)
+    for c in curves:
+        color = colors[c["series"]]
+        xs = [x for x, _, _ in c["points"]]
+        ys = [y for _, y, _ in c["points"]]
+        if p.get("kind") == "bar":
+            if c["kind"] == "paper":
+                slots = [k for k, sk in enumerate(bar_kinds) if same(sk[0], c["series"])] or [0]
+                off = bar_w * (sum(slots) / len(slots))
             else:
-                ax.errorbar([r["x"] for r in measured], [r["mean"] for r in measured],
-                            yerr=[r["stdev"] for r in measured] if p.get("error_bars", True) else None,
-                            marker="o", markersize=4, capsize=3, color=color, label=name)
-                refs = [(r["x"], r["y"]) for r in table.reference  # drawn even where no point was measured
-                        if r.get("series", s) == s and r.get("facet", facet) == facet]
-            if refs:
-                ax.scatter([x for x, _ in refs], [y for _, y in refs], marker="*", s=90, facecolors="none",
-                           edgecolors=color, linewidths=1.2, label=f"paper: {name}" if p.get("series") else "paper", zorder=5)
-        if kind != "table":
-            if p.get("xlog"):
-                ax.set_xscale("log", base=2)
-            if p.get("ylog"):
-                ax.set_yscale("log")
-            ax.set_xlabel(_label(p, "x"))
-            ax.set_ylabel(_label(p, "y"))
-            ax.grid(True, alpha=0.3)
-            if ax.get_legend_handles_labels()[0]:
-                ax.legend(fontsize=7)
-        if p.get("facet"):
-            ax.set_title(f"{p['facet']}={facet}", fontsize=9)
-    for k in range(len(facets), nrows * ncols):
-        axes[k // ncols][k % ncols].set_visible(False)
-    fig.suptitle(textwrap.fill(table.experiment.get("title", stem), int(width * kTitleCharsPerInch)), fontsize=10)
-    notes = table.not_modeled_notes()
+                off = bar_w * bar_kinds.index((c["series"], c["kind"]))
+            xs = [cats.index(x) + off if x in cats else None for x in xs]
+            keep = [i for i, x in enumerate(xs) if x is not None]
+            xs, ys = [xs[i] for i in keep], [ys[i] for i in keep]
+            errs = [c["points"][i][2] for i in keep]
+        else:
+            errs = [sd for _, _, sd in c["points"]]
+        if c["kind"] == "paper":
+            ax.scatter(xs, ys, marker="*", s=90, facecolors="none", edgecolors=color, linewidths=1.2,
+                       label=c["label"], zorder=5, gid=gid("paper"))
+        elif p.get("kind") == "bar":
+            ax.bar(xs, ys, bar_w, yerr=errs if p.get("error_bars", True) else None, color=color, capsize=2,
+                   label=c["label"], hatch="//" if c["kind"] == "predicted" else None,
+                   alpha=0.55 if c["kind"] == "predicted" else 1.0, gid=gid(c["kind"]))
+        else:
+            cont = ax.errorbar(xs, ys, yerr=errs if p.get("error_bars", True) and any(errs) else None, capsize=3,
+                               color=color, label=c["label"], **kStyles[c["kind"]])
+            cont.lines[0].set_gid(gid(c["kind"]))
+    if p.get("kind") == "bar":
+        ax.set_xticks([k + bar_w * (len(bar_kinds) - 1) / 2 for k in range(len(cats))], [str(c) for c in cats])
+    elif p.get("xlog"):
+        ax.set_xscale("log", base=2)
+    if p.get("ylog"):
+        ax.set_yscale("log")
+    ax.set_xlabel(_label(p, "x"))
+    ax.grid(True, alpha=0.3)
+
+
+def draw(fig_data: Figure, out_dir: pathlib.Path, stem: str) -> Optional[dict[str, pathlib.Path]]:
+    """Per facet, two panels: absolute values of every kind, and each kind normalized to its own
+    reference point. A table plot is one table with a column per kind."""
+    p = fig_data.plot
+    facets = fig_data.facets()
+    rows_all = [r for t in fig_data.tables for r in t.rows]
+    if not p or all(r["mean"] is None and r["not_modeled"] is None for r in rows_all):
+        return None  # nothing measured: the report lists the failures instead
+    table_kind = p.get("kind") == "table"
+    ncols = 1 if table_kind else 2
+    width = max(kMinWidthInches, kPanelInches[0] * ncols)
+    fig, axes = plt.subplots(len(facets), ncols, figsize=(width, kPanelInches[1] * len(facets) + 0.4), squeeze=False)
+    palette = plt.rcParams["axes.prop_cycle"].by_key()["color"]
+    colors = {s: palette[j % len(palette)] for j, s in enumerate(fig_data.series())}
+    gid = _Gids()
+    legend: dict[str, Any] = {}  # label -> handle, over every facet: one legend under the panels
+    for i, facet in enumerate(facets):
+        curves = fig_data.curves(facet)
+        for c in curves:
+            colors.setdefault(c["series"], palette[len(colors) % len(palette)])
+        if table_kind:
+            _draw_table(axes[i][0], fig_data, facet)
+            continue
+        cats = sorted({x for c in curves for x, _, _ in c["points"]}, key=_key)
+        ax, ax_n = axes[i]
+        _draw_panel(ax, curves, p, colors, cats, gid)
+        ax.set_ylabel(_label(p, "y"))
+        norm, where = normalized(curves, p.get("x", "x"))
+        _draw_panel(ax_n, norm, {**p, "error_bars": False}, colors, cats, gid)
+        ax_n.set_ylabel(f"relative to {where}" if where else "relative")
+        facet_title = f"{p['facet']}={facet}: " if p.get("facet") else ""
+        ax.set_title(f"{facet_title}absolute", fontsize=9)
+        ax_n.set_title(f"{facet_title}each kind ÷ its value at {where}" if where else "normalized", fontsize=9)
+        for h, label in zip(*ax.get_legend_handles_labels()):
+            legend.setdefault(label, h)
+    fig.suptitle(textwrap.fill(fig_data.experiment.get("title", stem), int(width * kTitleCharsPerInch)), fontsize=10)
+    notes = fig_data.model.not_modeled_notes() if fig_data.model else []
+    # The series the model cannot predict are named with the reason, never drawn as guesses.
+    text = "\n".join(textwrap.fill(n, int(width * kNoteCharsPerInch)) for n in notes)
+    note_lines = text.count("\n") + 1 if notes else 0
+    legend_cols = 3 if ncols == 2 else 2
+    legend_lines = math.ceil(len(legend) / legend_cols)
+    bottom_in = kNoteLineInches * (note_lines + legend_lines * kLegendLineScale)
+    fig.set_figheight(fig.get_figheight() + bottom_in)
     if notes:
-        # The series the model cannot predict are named with the reason, never drawn as guesses.
-        text = "\n".join(textwrap.fill(n, int(width * kNoteCharsPerInch)) for n in notes)
-        lines = text.count("\n") + 1
-        fig.set_figheight(fig.get_figheight() + kNoteLineInches * lines)
         fig.text(0.01, 0.01, text, fontsize=7, color="#a05000", va="bottom")
-        fig.tight_layout(rect=(0, kNoteLineInches * lines / fig.get_figheight(), 1, 1))
-    else:
-        fig.tight_layout()
+    if legend:
+        fig.legend(list(legend.values()), list(legend), loc="lower center", ncol=legend_cols, fontsize=7, frameon=False,
+                   bbox_to_anchor=(0.5, kNoteLineInches * note_lines / fig.get_figheight()))
+    # Fixed margins instead of tight_layout, which measured every tick label again and took a
+    # third of the report's time.
+    w, h = fig.get_figwidth(), fig.get_figheight()
+    fig.subplots_adjust(left=kLeftInches / w, right=1 - kRightInches / w, top=1 - kTopInches / h,
+                        bottom=(bottom_in + kAxisLabelInches) / h, wspace=kPanelGapInches / (w / ncols),
+                        hspace=kRowGapInches / (h / len(facets)))
     out_dir.mkdir(parents=True, exist_ok=True)
     paths = {"png": out_dir / f"{stem}.png", "svg": out_dir / f"{stem}.svg"}
     fig.savefig(paths["png"], dpi=kDpi)
@@ -181,16 +321,28 @@ def draw(table: Table, out_dir: pathlib.Path, stem: str) -> Optional[dict[str, p
     return paths
 
 
-def _draw_table(ax: Any, rows: list[dict[str, Any]], p: dict[str, Any]) -> None:
+def _draw_table(ax: Any, fig_data: Figure, facet: Any) -> None:
+    p = fig_data.plot
     ax.axis("off")
     lead = [series_name(p)] if p.get("series") else []
-    cells = [([str(r["series"])] if lead else []) + [str(r["x"]), _cell(r),
-                                                     "" if r["paper"] is None else f"{r['paper']:.4g}"] for r in rows]
+    keys = sorted({(r["series"], r["x"]) for t in fig_data.tables for r in t.rows if same(r["facet"], facet)},
+                  key=lambda k: (_key(k[0]), _key(k[1])))
+    cells = []
+    for s, x in keys:
+        values = [_cell(t, facet, s, x) for t in fig_data.tables]
+        paper = fig_data.tables[0].reference_value(facet, s, x)
+        cells.append(([str(s)] if lead else []) + [str(x), *values, "" if paper is None else f"{paper:.4g}"])
     if cells:
-        ax.table(cellText=cells, colLabels=lead + [p.get("x", ""), p.get("y", ""), "paper"], loc="center").scale(1, 1.3)
+        heads = [f"{p.get('y', '')} {t.label()}" for t in fig_data.tables]
+        tab = ax.table(cellText=cells, colLabels=lead + [p.get("x", ""), *heads, "paper"], loc="center")
+        tab.scale(1, 1.3)
+        tab.set_gid(f"rdl-table-{'-'.join(t.what for t in fig_data.tables)}{'-paper' if fig_data.reference else ''}")
+    if p.get("facet"):
+        ax.set_title(f"{p['facet']}={facet}", fontsize=9)
 
 
-def _cell(row: dict[str, Any]) -> str:
-    if row["mean"] is not None:
-        return f"{row['mean']:.4g}"
-    return "not modeled" if row["not_modeled"] else "failed"
+def _cell(t: Table, facet: Any, series: Any, x: Any) -> str:
+    v, why = t.lookup(facet, series, x)
+    if v is not None:
+        return f"{v:.4g}"
+    return "not modeled" if why.startswith("not modeled") else "failed" if "failed" in why else ""

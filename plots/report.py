@@ -1,5 +1,7 @@
-"""The HTML report: every figure with its data table and provenance, from stored results
-only, viewable offline (no external resources; images are files next to the page)."""
+"""The HTML report: a summary of the papers' conclusions, then per experiment one figure with the
+measured, predicted and published values, its conclusions judged on each, its data table and
+provenance; from stored results (and the experiment files' current conclusions), viewable offline
+(no external resources; images are files next to the page)."""
 from __future__ import annotations
 
 import collections
@@ -8,9 +10,12 @@ import os
 import pathlib
 from typing import Any, Optional
 
+from harness import conclusions as concl
+from harness.experiment import parse as parse_experiment
 from harness.store import Store, kFinalStatuses, kNotModeled, utc_now
+from harness.yamlloc import ConfigError
 
-from .figures import Table, draw, series_name
+from .figures import Figure, Table, draw, series_name
 
 # Counts the figures that really loaded, for people (title) and for the headless-browser test (data-*).
 kImageCheck = """<script>
@@ -30,6 +35,7 @@ table { border-collapse: collapse; font-size: 0.85em; margin: 0.5em 0; }
 td, th { border: 1px solid #ccc; padding: 2px 8px; text-align: right; }
 th { background: #f0f0f0; } td.l, th.l { text-align: left; }
 .failed { color: #b00; } .ok { color: #070; } .muted { color: #666; font-size: 0.85em; }
+.holds { color: #070; } .fails { color: #b00; font-weight: bold; } .unjudged { color: #888; }
 img.figure { max-width: 100%; border: 1px solid #ddd; }
 details { margin: 0.5em 0; } code { font-size: 0.85em; }
 """
@@ -43,22 +49,207 @@ def _num(v: Optional[float]) -> str:
     return "" if v is None else f"{v:.4g}"
 
 
-def _data_table(t: Table) -> str:
-    p = t.plot
+kModel = "model"
+kPaperJudge = "paper"
+kVerdictClass = {concl.kHolds: "holds", concl.kFails: "fails", concl.kNotEvaluated: "unjudged"}
+
+
+def _data_table(fig: Figure) -> str:
+    p = fig.plot
     head = "".join(f"<th>{_e(h)}</th>" for h in (p.get("facet"), series_name(p), p.get("x")) if h)
-    out = [f"<table><tr>{head}<th>{_e(p.get('y'))} (mean)</th><th>stdev</th><th>n</th><th>failed</th>"
-           "<th>paper</th><th class=\"l\">not modeled</th></tr>"]
-    for r in t.rows:
-        cells = "".join(f"<td>{_e(r[k])}</td>" for k, h in (("facet", p.get("facet")), ("series", series_name(p)),
-                                                                ("x", p.get("x"))) if h)
-        failed = f'<td class="failed">{r["failed"]}</td>' if r["failed"] else "<td>0</td>"
-        out.append(f"<tr>{cells}<td>{_num(r['mean'])}</td><td>{_num(r['stdev'])}</td><td>{r['n']}</td>"
-                   f"{failed}<td>{_num(r['paper'])}</td><td class=\"l muted\">{_e(r['not_modeled'])}</td></tr>")
+    kinds = "".join(f"<th>{_e(t.label())} {_e(p.get('y'))} (mean)</th><th>stdev</th><th>n</th><th>failed</th>"
+                    for t in fig.tables)
+    out = [f"<table><tr>{head}{kinds}<th>paper</th><th class=\"l\">not modeled</th></tr>"]
+    keys = sorted({(r["facet"], r["series"], r["x"]) for t in fig.tables for r in t.rows},
+                  key=lambda k: tuple(figures_key(v) for v in k))
+    for k in keys:
+        cells = "".join(f"<td>{_e(v)}</td>" for v, h in zip(k, (p.get("facet"), series_name(p), p.get("x"))) if h)
+        reason = ""
+        for t in fig.tables:
+            r = next((r for r in t.rows if (r["facet"], r["series"], r["x"]) == k), None)
+            if r is None:
+                cells += "<td></td>" * 4
+                continue
+            failed = f'<td class="failed">{r["failed"]}</td>' if r["failed"] else "<td>0</td>"
+            cells += f"<td>{_num(r['mean'])}</td><td>{_num(r['stdev'])}</td><td>{r['n']}</td>{failed}"
+            reason = reason or r["not_modeled"] or ""
+        paper = fig.tables[0].reference_value(*k)
+        out.append(f"<tr>{cells}<td>{_num(paper)}</td><td class=\"l muted\">{_e(reason)}</td></tr>")
     out.append("</table>")
     return "".join(out)
 
 
-def _provenance(records: list[dict[str, Any]]) -> str:
+def figures_key(v: Any) -> tuple:
+    return (0, v, "") if isinstance(v, (int, float)) and not isinstance(v, bool) else (1, 0, str(v))
+
+
+def current_conclusions(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The experiment file's conclusions when it is still there (statements may be added after a
+    run; they are judged on the stored values), else the ones stored with the newest point."""
+    newest = max(records, key=lambda r: r["provenance"].get("started", ""))
+    path = pathlib.Path(newest["experiment"].get("file", ""))
+    if path.is_file():
+        try:
+            exp = parse_experiment(path)
+            if exp.id == newest["experiment"]["id"]:
+                return exp.conclusions
+        except ConfigError:
+            pass  # an experiment file being edited: judge the stored statements
+    return newest["experiment"].get("conclusions") or []
+
+
+def judge(fig: Figure, conclusions: list[dict[str, Any]]) -> list[dict[str, concl.Verdict]]:
+    """Every statement judged on the measured run, the model and the paper's own values."""
+    judges = {}
+    if fig.measured is not None:
+        judges[fig.measured.backend] = fig.measured.lookup
+    if fig.model is not None:
+        judges[kModel] = fig.model.lookup
+    judges[kPaperJudge] = fig.tables[0].paper_lookup
+    return [{name: concl.evaluate(c, look, fig.plot) for name, look in judges.items()} for c in conclusions]
+
+
+def _verdict_cell(judge_name: str, v: Optional[concl.Verdict]) -> str:
+    if v is None:
+        return f'<td class="l unjudged" data-judge="{_e(judge_name)}" data-verdict="not run">not run</td>'
+    detail = (f"ratio {v.ratio:.3g} ({_num(v.numerator)} / {_num(v.denominator)}); holds if {v.reason}"
+              if v.ratio is not None else v.reason)
+    return (f'<td class="l {kVerdictClass[v.status]}" data-judge="{_e(judge_name)}" data-verdict="{_e(v.status)}">'
+            f'{_e(v.status)}<br><span class="muted">{_e(detail)}</span></td>')
+
+
+def _conclusions_table(conclusions: list[dict[str, Any]], verdicts: list[dict[str, concl.Verdict]],
+                       judges: list[str]) -> str:
+    if not conclusions:
+        return '<p class="muted">no conclusions of the paper are written down for this figure</p>'
+    names = {kModel: "model (paper's NIC)", kPaperJudge: "paper's published values"}
+    head = "".join(f"<th>{_e(names.get(j, j + ' (this run)'))}</th>" for j in judges)
+    rows = []
+    for i, (c, vs) in enumerate(zip(conclusions, verdicts)):
+        src = f' <span class="muted">({_e(c["source"])})</span>' if c.get("source") else ""
+        rows.append(f'<tr class="conclusion" data-index="{i}"><td class="l">{_e(c["statement"])}{src}</td>'
+                    + "".join(_verdict_cell(j, vs.get(j)) for j in judges) + "</tr>")
+    return f'<table class="conclusions"><tr><th class="l">the paper concludes</th>{head}</tr>{"".join(rows)}</table>'
+
+
+def _summary(tally: dict[str, dict[str, collections.Counter]], statements: collections.Counter, judges: list[str]) -> str:
+    """Per paper and judge: how many statements hold, do not, or could not be judged."""
+    if not sum(statements.values()):
+        return ""
+    names = {kModel: "model", kPaperJudge: "paper's values"}
+    head = "".join(f"<th>{_e(names.get(j, j))}</th>" for j in judges)
+    rows = []
+    for paper in sorted(statements):
+        cells = []
+        total = statements[paper]
+        for j in judges:
+            c = tally[paper].get(j, collections.Counter())
+            cells.append(f'<td class="l" data-paper="{_e(paper)}" data-judge="{_e(j)}" data-holds="{c[concl.kHolds]}" '
+                         f'data-fails="{c[concl.kFails]}" data-unjudged="{total - c[concl.kHolds] - c[concl.kFails]}">'
+                         f'<span class="holds">{c[concl.kHolds]} hold</span>, <span class="{"fails" if c[concl.kFails] else ""}">'
+                         f'{c[concl.kFails]} do not</span>, <span class="unjudged">'
+                         f'{total - c[concl.kHolds] - c[concl.kFails]} not judged</span></td>')
+        rows.append(f'<tr><th class="l">{_e(paper)}</th><td>{total}</td>{"".join(cells)}</tr>')
+    return (f'<h2 id="summary">Which of the papers\' conclusions hold</h2><table class="summary">'
+            f'<tr><th class="l">paper</th><th>statements</th>{head}</tr>{"".join(rows)}</table>'
+            '<p class="muted">measured runs are judged on their own backend (softnic emulates a NIC in software, so '
+            'conclusions about a NIC\'s caches, PCIe or ASIC hold only on real hardware); the model predicts the '
+            'paper\'s NIC; "paper\'s values" checks the statement against the published numbers where the paper '
+            'gives both.</p>')
+
+
+def _section(fig: Figure, stem: str, store: Store, out_dir: pathlib.Path,
+             fig_dir: pathlib.Path, conclusions: list[dict[str, Any]], verdicts: list[dict[str, concl.Verdict]],
+             judges: list[str]) -> str:
+    exp_id = fig.experiment["id"]
+    paths = draw(fig, fig_dir, stem)
+    paper = fig.experiment.get("paper") or {}
+    cite = f" — {_e(paper.get('id'))} {_e(paper.get('figure'))}" if paper else ""
+    fig_html = '<p class="failed">no figure: no point of this experiment succeeded</p>' if fig.plot else ""
+    if paths:
+        png = os.path.relpath(paths["png"], out_dir)
+        svg = os.path.relpath(paths["svg"], out_dir)
+        csvs = " ".join(f'<a href="{_e(os.path.relpath(store.experiment_dir(t.backend, exp_id) / "results.csv", out_dir))}">'
+                        f'{_e(t.backend)} CSV</a>' for t in fig.tables)
+        fig_html = (f'<figure data-experiment="{_e(exp_id)}" data-svg="{_e(svg)}" '
+                    f'data-kinds-expected="{_e(" ".join(expected_kinds(fig)))}">'
+                    f'<img class="figure" src="{_e(png)}" alt="{_e(exp_id)}"></figure>'
+                    f'<p class="muted"><a href="{_e(svg)}">SVG</a> · data: {csvs}</p>')
+    what = " + ".join(t.label() for t in fig.tables)
+    return (f'<h2 id="{html.escape(stem)}">{_e(exp_id)} <span class="muted">[{_e(what)}]{cite}</span></h2>'
+            f"<p>{_e(fig.experiment.get('title'))}</p><p class=\"muted\">{_e(fig.experiment.get('description'))}</p>"
+            f"{fig_html}{_conclusions_table(conclusions, verdicts, judges)}{_data_table(fig) if fig.plot else ''}"
+            + "".join(_provenance(t.label(), t.records) for t in fig.tables))
+
+
+def expected_kinds(fig: Figure) -> list[str]:
+    """The kinds of series the stored values call for: a kind with at least one value in this figure."""
+    kinds = [t.what for t in fig.tables if any(r["mean"] is not None for r in t.rows)]
+    return sorted(kinds + (["paper"] if fig.reference else []))
+
+
+def write_report(store: Store, out_dir: Optional[pathlib.Path] = None,
+                 papers: Optional[list[str]] = None) -> Optional[pathlib.Path]:
+    """The report of every stored experiment, or of the experiments of `papers` only."""
+    out_dir = out_dir or store.root / "report"
+    fig_dir = out_dir / "figures"
+    by_id: dict[str, dict[str, list[dict[str, Any]]]] = collections.defaultdict(dict)
+    for backend, exp_id in store.experiments():
+        records = list(store.points(backend, exp_id))
+        if records:
+            by_id[exp_id][backend] = records
+    sections, toc = [], []
+    tally: dict[str, dict[str, collections.Counter]] = collections.defaultdict(
+        lambda: collections.defaultdict(collections.Counter))
+    statements: collections.Counter = collections.Counter()
+    measured_judges: set[str] = set()
+    for exp_id in sorted(by_id):
+        runs = by_id[exp_id]
+        any_rec = next(iter(runs.values()))[0]
+        paper = (any_rec["experiment"].get("paper") or {}).get("id") or "none"
+        if papers and paper not in papers:
+            continue
+        model = Table(runs[kModel]) if kModel in runs else None
+        measured = [b for b in sorted(runs) if b != kModel] or [None]
+        conclusions = current_conclusions([r for rs in runs.values() for r in rs])
+        statements[paper] += len(conclusions)
+        for backend in measured:
+            fig = Figure(Table(runs[backend]) if backend else None, model)
+            stem = f"{backend or kModel}--{exp_id}"
+            verdicts = judge(fig, conclusions)
+            judges = ([backend] if backend else []) + [kModel, kPaperJudge]
+            for vs in verdicts:
+                for j, v in vs.items():
+                    if j == backend or backend == measured[0]:  # the model and the paper once per experiment
+                        tally[paper][j][v.status] += 1
+            if backend:
+                measured_judges.add(backend)
+            counts = ", ".join(f"{t.label()}: {_status_counts(t.records)}" for t in fig.tables)
+            toc.append(f'<li><a href="#{html.escape(stem)}">{_e(exp_id)}</a> <span class="muted">({_e(counts)})</span></li>')
+            sections.append(_section(fig, stem, store, out_dir, fig_dir, conclusions, verdicts, judges))
+    if not sections:
+        return None
+    summary = _summary(tally, statements, sorted(measured_judges) + [kModel, kPaperJudge])
+    page = (f"<!doctype html><html><head><meta charset=\"utf-8\"><title>rdmalab report</title><style>{kCss}</style>"
+            f"{kImageCheck}</head><body><h1>rdmalab report</h1><p class=\"muted\">generated {utc_now()} from {_e(store.root)}; "
+            f"solid lines: measured; dashed: the model's prediction for the paper's NIC; stars: the papers' published "
+            f"values; right panels: each kind divided by its own value at one point, so shapes compare</p>"
+            f"{summary}<ul>{''.join(toc)}</ul>{''.join(sections)}</body></html>")
+    out_dir.mkdir(parents=True, exist_ok=True)
+    path = out_dir / "index.html"
+    tmp = out_dir / ".index.html.tmp"
+    tmp.write_text(page)
+    os.replace(tmp, path)
+    return path
+
+
+def _status_counts(records: list[dict[str, Any]]) -> str:
+    ok = sum(1 for r in records if r["status"] == "ok")
+    not_modeled = sum(1 for r in records if r["status"] == kNotModeled)
+    return f"{ok}/{len(records)} ok" + (f", {not_modeled} not modeled" if not_modeled else "")
+
+
+def _provenance(label: str, records: list[dict[str, Any]]) -> str:
     revs = collections.Counter(
         f"{(r['provenance'].get('git') or {}).get('revision') or 'unknown'}"
         f"{' (dirty)' if (r['provenance'].get('git') or {}).get('dirty') else ''}" for r in records)
@@ -83,46 +274,6 @@ def _provenance(records: list[dict[str, Any]]) -> str:
         lis = "".join(f"<li><code>{_e(r['point']['params'])}</code> #{r['point']['repeat']}: {_e(r['error'])}</li>"
                       for r in fails[:50])
         fail_html = f'<p class="failed">{len(fails)} failed point(s):</p><ul>{lis}</ul>'
-    return f"<details><summary>provenance</summary><table>{rows}</table></details>{fail_html}"
+    return f"<details><summary>provenance: {_e(label)}</summary><table>{rows}</table></details>{fail_html}"
 
 
-def write_report(store: Store, out_dir: Optional[pathlib.Path] = None) -> Optional[pathlib.Path]:
-    out_dir = out_dir or store.root / "report"
-    fig_dir = out_dir / "figures"
-    sections, toc = [], []
-    for backend, exp_id in store.experiments():
-        records = list(store.points(backend, exp_id))
-        if not records:
-            continue
-        t = Table(records)
-        stem = f"{backend}--{exp_id}"
-        paths = draw(t, fig_dir, stem)
-        ok = sum(1 for r in records if r["status"] == "ok")
-        not_modeled = sum(1 for r in records if r["status"] == kNotModeled)
-        anchor = html.escape(stem)
-        counts = f"{ok}/{len(records)} ok" + (f", {not_modeled} not modeled" if not_modeled else "")
-        toc.append(f'<li><a href="#{anchor}">{_e(exp_id)}</a> <span class="muted">({_e(backend)}, {counts})</span></li>')
-        paper = t.experiment.get("paper") or {}
-        cite = f" — {_e(paper.get('id'))} {_e(paper.get('figure'))}" if paper else ""
-        fig_html = '<p class="failed">no figure: no point of this experiment succeeded</p>' if t.plot else ""
-        if paths:
-            png = os.path.relpath(paths["png"], out_dir)
-            svg = os.path.relpath(paths["svg"], out_dir)
-            fig_html = (f'<p><img class="figure" src="{_e(png)}" alt="{_e(exp_id)}"></p>'
-                        f'<p class="muted"><a href="{_e(svg)}">SVG</a> · data: '
-                        f'<a href="{_e(os.path.relpath(store.experiment_dir(backend, exp_id) / "results.csv", out_dir))}">CSV</a></p>')
-        sections.append(
-            f'<h2 id="{anchor}">{_e(exp_id)} <span class="muted">[{_e(backend)}]{cite}</span></h2>'
-            f"<p>{_e(t.experiment.get('title'))}</p><p class=\"muted\">{_e(t.experiment.get('description'))}</p>"
-            f"{fig_html}{_data_table(t) if t.plot else ''}{_provenance(records)}")
-    if not sections:
-        return None
-    page = (f"<!doctype html><html><head><meta charset=\"utf-8\"><title>rdmalab report</title><style>{kCss}</style>"
-            f"{kImageCheck}</head><body><h1>rdmalab report</h1><p class=\"muted\">generated {utc_now()} from {_e(store.root)}; "
-            f"stars mark the papers' published values</p><ul>{''.join(toc)}</ul>{''.join(sections)}</body></html>")
-    out_dir.mkdir(parents=True, exist_ok=True)
-    path = out_dir / "index.html"
-    tmp = out_dir / ".index.html.tmp"
-    tmp.write_text(page)
-    os.replace(tmp, path)
-    return path

@@ -53,6 +53,11 @@ int DeviceNumaNode(const std::string& device_name) {
   }
 }
 
+int NumaNodeCount() {
+  const std::string online = ReadFirstLine("/sys/devices/system/node/online");
+  return online.empty() ? 1 : static_cast<int>(ParseCpuList(online).size());
+}
+
 std::vector<int> CpusOfNode(int node) {
   std::string list;
   if (node >= 0) list = ReadFirstLine("/sys/devices/system/node/node" + std::to_string(node) + "/cpulist");

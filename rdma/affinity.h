@@ -10,6 +10,8 @@ namespace rdmalab {
 std::vector<int> ParseCpuList(const std::string& list);
 // NUMA node of an RDMA device from sysfs, or -1 when the device has none (softnic, VMs).
 int DeviceNumaNode(const std::string& device_name);
+// NUMA nodes of this host (1 where sysfs shows none).
+int NumaNodeCount();
 // CPUs of a NUMA node, or every online CPU when the node is -1 or unknown.
 std::vector<int> CpusOfNode(int node);
 // The CPUs of `wanted` this thread may run on (its affinity mask, e.g. from taskset), or

@@ -246,8 +246,12 @@ json Region::Describe() const {
 }
 
 Region MakeRegion(const Participant& participant, std::size_t bytes, bool hugepages) {
+  return MakeRegionOnNode(participant, bytes, hugepages, DeviceNumaNode(participant.device().name()));
+}
+
+Region MakeRegionOnNode(const Participant& participant, std::size_t bytes, bool hugepages, int numa_node) {
   Region region;
-  region.buffer = Buffer::Allocate(bytes, hugepages, DeviceNumaNode(participant.device().name()));
+  region.buffer = Buffer::Allocate(bytes, hugepages, numa_node);
   region.mr = RegisterMemory(participant.pd(), region.buffer.data(), region.buffer.size(), kAllAccess);
   return region;
 }

@@ -138,6 +138,8 @@ struct Region {
   nlohmann::json Describe() const;
 };
 Region MakeRegion(const Participant& participant, std::size_t bytes, bool hugepages);
+// The same on NUMA node `numa_node` (-1: no binding) instead of the device's.
+Region MakeRegionOnNode(const Participant& participant, std::size_t bytes, bool hugepages, int numa_node);
 
 struct RemoteRegion {
   std::uint64_t address = 0;

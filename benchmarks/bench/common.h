@@ -17,6 +17,7 @@
 namespace rdmalab::bench {
 
 constexpr std::uint32_t kCacheLineBytes = 64;
+constexpr std::uint32_t kPageBytes = 4096;
 constexpr std::uint32_t kUdGrhBytes = 40;
 
 // A registered region of --use_hugepages memory near the device (rdma/session.h).

@@ -583,9 +583,7 @@ ResultRow EchoRun::MeasureClient(std::uint32_t size) {
     posted_tsc_[slot] = session_.clock().Now();
     PostRequest(slot, seq++, size);
   }
-  std::uint64_t measure_start = start + warmup_ticks;
-  bool measuring = warmup_ticks == 0;
-  bool stopping = false;
+  MeasuredInterval interval(start, warmup_ticks, duration_ticks, iterations);
   std::uint64_t measured = 0, in_flight = window;
   std::uint64_t now = start;
   while (in_flight > 0) {
@@ -593,27 +591,19 @@ ResultRow EchoRun::MeasureClient(std::uint32_t size) {
     now = session_.clock().Now();
     for (int i = 0; i < n; ++i) {
       const std::uint32_t slot = arrived[i];
-      if (measuring && !stopping) {
+      if (interval.counting()) {
         row.latency_ns->Record(clock.TicksToNs(now - posted_tsc_[slot]));
         ++measured;
       }
       outstanding_[slot] = kFree;
       --in_flight;
-      if (!stopping) {
+      if (!interval.stopping()) {
         posted_tsc_[slot] = session_.clock().Now();
         PostRequest(slot, seq++, size);
         ++in_flight;
       }
     }
-    if (!measuring && now >= measure_start) {
-      measuring = true;
-      measure_start = now;
-    } else if (measuring && !stopping &&
-               (iterations != 0 ? measured >= iterations : now - measure_start >= duration_ticks)) {
-      stopping = true;
-      row.ops = measured;
-      row.duration_s = static_cast<double>(clock.TicksToNs(now - measure_start)) / 1e9;
-    }
+    interval.Update(now, measured, clock, row);
     if (now >= deadline) {
       Fail("--timeout ", o_.timeout_s, " s passed with ", in_flight, " echo requests unanswered (", measured,
            " measured); is the server alive?");

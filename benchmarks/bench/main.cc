@@ -19,11 +19,12 @@ int Main(int argc, char** argv) {
   std::optional<Session> session;
   try {
     Options options = ParseOptions(argc, argv);
-    const Mode& mode = FindMode(options.mode);
-    if (options.events && options.mode != "lat") {
-      Fail("-e/--events applies to lat only (mode ", options.mode, " always polls its completions)");
+    const Mode& mode = ModeFor(options);
+    if (options.events && (options.mode != "lat" || options.stack != "rdma")) {
+      Fail("-e/--events applies to lat over RDMA only (mode ", options.mode, ", --stack ", options.stack,
+           " has no completion queue to wait on)");
     }
-    if (options.rdma_cm && (options.mode != "lat" || !options.rendezvous.empty())) {
+    if (options.rdma_cm && (options.mode != "lat" || options.stack != "rdma" || !options.rendezvous.empty())) {
       Fail("-R/--rdma_cm connects a standalone lat run's QP for now (mode ", options.mode,
            options.rendezvous.empty() ? "" : ", under the coordinator", ")");
     }

@@ -35,6 +35,14 @@ const Mode& FindMode(const std::string& name) {
   Fail("unknown mode '", name, "': valid modes are ", valid);
 }
 
+const Mode& ModeFor(const Options& options) {
+  static const Mode sockets = {"sockets", "lat and tput over kernel UDP or TCP sockets", CheckSockets, NeverNodes,
+                               RunSockets};
+  if (options.stack != "rdma") return sockets;
+  if (options.io_batch != 1) Fail("--io-batch ", options.io_batch, " applies to --stack udp only");
+  return FindMode(options.mode);
+}
+
 std::uint64_t IterationsOrDefault(const Options& options, std::uint64_t mode_default) {
   return options.iters != 0 ? options.iters : mode_default;
 }

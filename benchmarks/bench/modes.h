@@ -22,6 +22,8 @@ struct Mode {
 
 const std::vector<Mode>& Modes();
 const Mode& FindMode(const std::string& name);
+// The mode a run uses: the named one over verbs, or its kernel-socket stand-in (--stack udp|tcp).
+const Mode& ModeFor(const Options& options);
 
 // Mode entry points (one file each).
 void CheckLat(Options& options);
@@ -35,6 +37,8 @@ void CheckSgbatch(Options& options);
 Report RunSgbatch(Session& session);
 void CheckSequencer(Options& options);
 Report RunSequencer(Session& session);
+void CheckSockets(Options& options);
+Report RunSockets(Session& session);
 
 // Shared checks.
 std::uint64_t IterationsOrDefault(const Options& options, std::uint64_t mode_default);

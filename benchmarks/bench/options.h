@@ -58,6 +58,13 @@ struct Options {
   std::string design = "herd-rpc";
   std::uint64_t count = 1'000'000;
   int batch = 16;
+  // Where tput's active side keeps the buffers it sends from (nosql Fig. 9-11).
+  std::string numa = "device";  // device | near | far
+  int page_offset = -1;         // -1: slots packed by cache line; else each slot this far into its own page
+  int buffers = 0;              // 0: one buffer per slot of the window; else cycle over this many
+  // Kernel-socket stand-ins of lat and tput (sockets.cc).
+  std::string stack = "rdma";
+  int io_batch = 1;
   // Run control and output.
   bool validate = false;
   double timeout_s = 60;

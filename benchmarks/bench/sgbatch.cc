@@ -30,15 +30,9 @@ namespace {
 
 using nlohmann::json;
 
-// First packet of a message: [t1 client ticks][turnaround ns][sequence number].
-constexpr std::uint32_t kStampOffset = 0;
-constexpr std::uint32_t kTurnaroundOffset = 8;
-constexpr std::uint32_t kSeqOffset = 16;
-constexpr std::uint32_t kHeaderBytes = 24;
 constexpr std::uint32_t kRoceHeaderBytesPerPacket = 72;  // systems.md: per RoCE packet on the wire
 constexpr int kMaxPacketsPerWr = 32;                     // ConnectX-3's SGE limit, the paper's range
 constexpr std::uint64_t kStopCheckMask = 0x3FF;
-static_assert(kHeaderBytes >= kSeqOffset + 8, "the header holds three 8-byte fields");
 static_assert(kMaxPacketsPerWr <= kMaxSges, "the gather list fits the core's SGE bound");
 
 // A pool of packet buffers in which the k packets of one batch are not neighbours.
@@ -208,7 +202,7 @@ void SgbatchRun::Forward() {
 
 void SgbatchRun::FillForValidation(std::uint32_t batch, std::uint64_t seq) {
   for (std::uint32_t j = 0; j < k_; ++j) {
-    const std::uint32_t skip = j == 0 ? kHeaderBytes : 0;
+    const std::uint32_t skip = j == 0 ? kStampHeaderBytes : 0;
     FillPattern(send_pool_.Packet(batch, j) + skip, size_ - skip, static_cast<std::uint32_t>(seq * k_ + j));
   }
 }
@@ -216,7 +210,7 @@ void SgbatchRun::FillForValidation(std::uint32_t batch, std::uint64_t seq) {
 std::uint64_t SgbatchRun::CountBadBytes(std::uint32_t batch, std::uint64_t seq) const {
   std::uint64_t bad = 0;
   for (std::uint32_t j = 0; j < k_; ++j) {
-    const std::uint32_t skip = j == 0 ? kHeaderBytes : 0;
+    const std::uint32_t skip = j == 0 ? kStampHeaderBytes : 0;
     bad += PatternMismatches(recv_pool_.Packet(batch, j) + skip, size_ - skip, static_cast<std::uint32_t>(seq * k_ + j));
   }
   return bad;
@@ -248,8 +242,7 @@ ResultRow SgbatchRun::Generate() {
   };
   const std::uint64_t start = session_.clock().Now();
   for (std::uint32_t i = 0; i < window_; ++i) send_next();
-  std::uint64_t measure_start = start + warmup_ticks;
-  bool measuring = warmup_ticks == 0, stopping = false;
+  MeasuredInterval interval(start, warmup_ticks, duration_ticks, iterations);
   std::uint64_t measured_wrs = 0, now = start;
   ibv_wc completions[kPollBatch];
   while (expected_seq < next_seq) {
@@ -277,23 +270,14 @@ ResultRow SgbatchRun::Generate() {
         bad_messages_ += bad != 0;
       }
       PostRecv(batch);
-      if (measuring && !stopping) {
-        const std::uint64_t round_trip_ns = clock.TicksToNs(now - t1);
-        row.latency_ns->Record(round_trip_ns > turnaround_ns ? (round_trip_ns - turnaround_ns) / 2 : 0);
+      if (interval.counting()) {
+        row.latency_ns->Record(OneWayNs(clock.TicksToNs(now - t1), turnaround_ns));
         ++measured_wrs;
       }
-      if (!stopping) send_next();
+      if (!interval.stopping()) send_next();
     }
     ReapSends(send_cq_.get(), &ring_, "sending gathered packets");
-    if (!measuring && now >= measure_start) {
-      measuring = true;
-      measure_start = now;
-    } else if (measuring && !stopping &&
-               (iterations != 0 ? measured_wrs * k_ >= iterations : now - measure_start >= duration_ticks)) {
-      stopping = true;
-      row.ops = measured_wrs * k_;
-      row.duration_s = static_cast<double>(clock.TicksToNs(now - measure_start)) / 1e9;
-    }
+    interval.Update(now, measured_wrs * k_, clock, row);
     if (now >= deadline) {
       Fail("--timeout ", o_.timeout_s, " s passed with ", next_seq - expected_seq,
            " messages not forwarded back (lost on UC, or the forwarder stopped?)");
@@ -324,12 +308,8 @@ Report SgbatchRun::Run() {
   Report report;
   if (session_.is_server()) {
     ServeBetweenBarriers(session_, 1, stop_, "/0", [&](int) { Forward(); });
-    ResultRow row;
-    row.size_bytes = size_;
-    row.rate_measured = false;
-    row.extra["forwarded_wrs"] = forwarded_;
-    row.extra["packets_per_wr"] = k_;
-    report.rows.push_back(std::move(row));
+    report.rows.push_back(ServedRow(size_, "forwarded_wrs", forwarded_));
+    report.rows.back().extra["packets_per_wr"] = k_;
     report.validation = {{"enabled", o_.validate}, {"checked_by", "client"}};
   } else {
     session_.Barrier("start/0");
@@ -357,9 +337,9 @@ void CheckSgbatch(Options& options) {
     Fail("sgbatch takes one --size per run (the receiver's scatter list is cut for it); sweep sizes across runs");
   }
   if (options.sizes.empty()) options.sizes.push_back(64);
-  if (options.sizes[0] < kHeaderBytes) {
-    Fail("--size ", options.sizes[0], " with sgbatch: a packet carries a ", kHeaderBytes,
-         "-byte timestamp header, so at least ", kHeaderBytes, " bytes");
+  if (options.sizes[0] < kStampHeaderBytes) {
+    Fail("--size ", options.sizes[0], " with sgbatch: a packet carries a ", kStampHeaderBytes,
+         "-byte timestamp header, so at least ", kStampHeaderBytes, " bytes");
   }
   if (options.threads != 1 || options.qp != 1 || options.post_list != 1 || options.header_only) {
     Fail("--threads, --qp, --post_list and --header-only do not apply to sgbatch: one forwarder, one QP, "

@@ -18,11 +18,26 @@
 #include "benchmarks/bench/modeled_pcie.h"
 #include "benchmarks/bench/modes.h"
 #include "benchmarks/bench/tput_plan.h"
+#include "rdma/affinity.h"
 #include "rdma/connect.h"
 #include "rdma/error.h"
 
 namespace rdmalab::bench {
 namespace {
+
+// The NUMA node of the active side's source buffers (--numa): the device's, or another one.
+// A host with one node has nothing far from the device; that is an error, never a near run
+// reported as far.
+int SourceBufferNode(const Session& session) {
+  const int device_node = DeviceNumaNode(session.device().name());
+  if (session.options().numa != "far") return device_node;
+  const int nodes = NumaNodeCount();
+  if (nodes < 2) {
+    Fail("--numa far: this host has ", nodes, " NUMA node, so no memory is far from device ", session.device().name(),
+         "; the study needs a host with two or more nodes");
+  }
+  return device_node <= 0 ? 1 : 0;
+}
 
 using nlohmann::json;
 
@@ -198,7 +213,8 @@ void TputRun::Setup() {
         }
       }
       const std::uint64_t local_slots = queues * plan_.slots_per_lane;
-      thread.local = MakeRegion(session_, std::max<std::uint64_t>(local_slots * plan_.slot_bytes, 4096));
+      thread.local = MakeRegionOnNode(session_, std::max<std::uint64_t>(local_slots * plan_.local_stride, kPageBytes),
+                                      o.use_hugepages, SourceBufferNode(session_));
       if (plan_.kind == VerbKind::kCas) thread.cas_guess.assign(static_cast<std::size_t>(o.counters), 0);
     }
     endpoints["active"] = active_endpoints;
@@ -346,8 +362,8 @@ void TputRun::PostBatch(ActiveThread& thread, Target& target, SendQueue& queue, 
                                    ? unsigned{IBV_SEND_INLINE}
                                    : 0u;
   const int sge_count = plan_.kind == VerbKind::kSend && size == 0 ? 0 : o.sge;
-  std::uint8_t* const local_lane =
-      thread.local.data() + std::uint64_t{target.local_lane} * plan_.slots_per_lane * plan_.slot_bytes;
+  std::uint8_t* const local_lane = thread.local.data() + plan_.local_offset +
+                                   std::uint64_t{target.local_lane} * plan_.slots_per_lane * plan_.local_stride;
   const std::uint32_t tag_base = plan_.Tag(target.source, target.lane, 0);
   const std::uint64_t remote_base = target.remote.address + std::uint64_t{tag_base} * plan_.slot_bytes;
   for (int i = 0; i < count; ++i) {
@@ -359,7 +375,7 @@ void TputRun::PostBatch(ActiveThread& thread, Target& target, SendQueue& queue, 
     ibv_send_wr& wr = thread.wrs[static_cast<std::size_t>(i)];
     wr.wr_id = (std::uint64_t{target.queue} << 48) | (seq + 1);
     wr.send_flags = (signaled ? unsigned{IBV_SEND_SIGNALED} : 0u) | inline_flag;
-    std::uint8_t* const local = local_lane + std::uint64_t{slot} * plan_.slot_bytes;
+    std::uint8_t* const local = local_lane + std::uint64_t{slot} * plan_.local_stride;
     ibv_sge* const sges = wr.sg_list;
     std::uint64_t offset = 0;
     for (int s = 0; s < sge_count; ++s) {

@@ -26,6 +26,11 @@ ibv_qp_type ParseQpType(const std::string& connection) {
 
 void CheckThroughputOptions(Options& o) {
   const VerbKind kind = ParseVerbKind(o.verb);
+  const bool placed = o.numa != "device" || o.page_offset >= 0 || o.buffers > 0;
+  if (placed && (o.validate || IsAtomicKind(kind) || o.direction == "alltoall")) {
+    Fail("--numa, --page-offset and --buffers place tput's source buffers (nosql Fig. 9-11): they do not combine with "
+         "--validate (reused buffers hold no per-message pattern), atomics or --direction alltoall");
+  }
   if (o.connection == "UD" && kind != VerbKind::kSend) {
     Fail("--verb ", o.verb, " over UD is impossible: UD carries only SEND (use --verb send, or -c RC/UC)");
   }
@@ -94,6 +99,12 @@ TputPlan MakeTputPlan(const Session& session) {
   plan.slot_bytes = SlotBytes(max_size);
   plan.slots_per_lane = static_cast<std::uint32_t>(
       std::min<std::uint64_t>(o.tx_depth, std::max<std::uint64_t>(1, kLaneBytes / plan.slot_bytes)));
+  if (o.buffers > 0) plan.slots_per_lane = std::min(plan.slots_per_lane, static_cast<std::uint32_t>(o.buffers));
+  plan.local_stride = plan.slot_bytes;
+  if (o.page_offset >= 0) {  // every buffer in its own page(s), the payload starting page_offset into it
+    plan.local_offset = static_cast<std::uint32_t>(o.page_offset);
+    plan.local_stride = static_cast<std::uint32_t>(DivideRoundUp(plan.slot_bytes + plan.local_offset, kPageBytes) * kPageBytes);
+  }
   if (plan.kind == VerbKind::kCas && plan.slots_per_lane < static_cast<std::uint32_t>(o.tx_depth)) {
     Fail("--tx-depth ", o.tx_depth, " with CAS needs ", o.tx_depth, " result slots per QP; the most is ",
          plan.slots_per_lane);

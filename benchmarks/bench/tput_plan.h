@@ -29,6 +29,9 @@ struct TputPlan {
   std::uint32_t sources = 1;         // active processes that target this one
   std::uint32_t slot_bytes = 64;
   std::uint32_t slots_per_lane = 1;
+  // The active side's source buffers: slot k of a lane at k * local_stride + local_offset.
+  std::uint32_t local_stride = 64;
+  std::uint32_t local_offset = 0;
   std::uint64_t exposed_bytes = 4096;
   std::uint32_t exposed_slots = 0;
   std::uint32_t inline_threshold = 0;  // payloads up to this many bytes go inline

@@ -49,6 +49,11 @@ def single_error(role: benchrun.Role) -> str:
     (["tput", "-D", "1", "-n", "5"], ["both given"]),
     (["tput", "-d", "mlx5_9"], ["device 'mlx5_9' not found", "softnic0"]),
     (["tput", "--direction", "alltoall"], ["all-to-all runs need the coordinator"]),
+    (["lat", "--stack", "udp", "-s", "8"], ["--size 8 with --stack udp", "24..65507"]),
+    (["echo", "--stack", "tcp"], ["--stack tcp applies to lat and tput"]),
+    (["lat", "--io-batch", "4"], ["--io-batch 4 applies to --stack udp only"]),
+    (["tput", "--stack", "udp", "--sge", "2"], ["--stack udp runs one client and one server over one socket"]),
+    (["tput", "--buffers", "2", "--validate"], ["--numa, --page-offset and --buffers place", "--validate"]),
 ])
 def test_bad_input(args: list[str], expected: list[str]) -> None:
     start = time.monotonic()

@@ -5,6 +5,7 @@ bytes it moved; the sequencer hands out every integer exactly once for every des
 
 from __future__ import annotations
 
+import os
 import subprocess
 
 import pytest
@@ -102,6 +103,43 @@ def test_sgbatch(k: int) -> None:
     assert_latency_ordered(row, "one_way")
     assert client["validation"]["checked_messages"] >= packets // k and client["validation"]["bad_bytes"] == 0
     assert server["results"][0]["forwarded_wrs"] >= packets // k
+
+
+@pytest.mark.parametrize("stack,mode,args", [
+    ("udp", "lat", ["--io-batch", "4", "-s", "256", "-n", "400"]),
+    ("udp", "tput", ["--io-batch", "8", "-s", "64", "-t", "32", "-n", "4000"]),
+    ("tcp", "tput", ["--verb", "read", "-s", "512", "-t", "4", "-n", "2000"]),
+])
+def test_kernel_socket_stacks(stack: str, mode: str, args: list[str]) -> None:
+    """--stack udp|tcp: the same schema as every mode; UDP one-way latency from symmetric stamps."""
+    run = benchrun.standalone(mode, ["--stack", stack, "--warmup", "0.02", *args])
+    server, client = check_documents(run)
+    row = client["results"][0]
+    assert row["stack"] == stack and row["ops"] >= int(args[-1]) and row["mops"] > 0
+    assert row["socket"]["peer"].startswith("127.0.0.1:")
+    if stack == "udp":
+        assert_latency_ordered(row, "one_way")
+        assert row["io_batch"] == int(args[1]) and row["lost_packets"] + row["late_packets"] >= 0
+        assert server["results"][0]["forwarded_packets"] >= row["ops"]
+    else:
+        assert server["results"][0]["served_requests"] >= row["ops"]
+
+
+def test_source_buffer_placement() -> None:
+    """nosql Fig. 9-11: SENDs from buffers an offset into their pages, cycling over 2 of them; far
+    memory on a one-node host is an error naming the reason, never a near run reported as far."""
+    run = benchrun.standalone("tput", ["--verb", "send", "-s", "4096", "-t", "16", "-n", "4000", "--warmup", "0.02",
+                                       "--page-offset", "8", "--buffers", "2", "--numa", "near"])
+    server, client = check_documents(run)
+    assert client["config"]["page_offset"] == 8 and client["config"]["buffers"] == 2
+    assert client["results"][0]["ops"] >= 4000 and server["results"][0]["mops"] > 0
+    nodes = len([n for n in os.listdir("/sys/devices/system/node") if n.startswith("node")])
+    run = benchrun.standalone("tput", ["--verb", "send", "-s", "64", "-n", "1000", "--numa", "far"])
+    if nodes < 2:
+        line = [x for x in run.clients[0].error_lines][0]
+        assert "--numa far: this host has 1 NUMA node, so no memory is far" in line
+    else:
+        check_documents(run)
 
 
 BAD_INPUT = {

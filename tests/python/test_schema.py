@@ -142,10 +142,10 @@ def test_every_shipped_experiment_and_suite_validates():
 
 
 def test_readme_documents_every_key():
-    from harness import inventory as inv, suites
+    from harness import conclusions, inventory as inv, suites
     text = (pathlib.Path(__file__).resolve().parents[2] / "harness" / "README.md").read_text()
     for table in (experiment.KEYS, experiment.ROLE_KEYS, experiment.PLOT_KEYS, experiment.REFERENCE_KEYS,
-                  inv.INVENTORY_KEYS, inv.HOST_KEYS, suites.SUITE_KEYS):
+                  inv.INVENTORY_KEYS, inv.HOST_KEYS, suites.SUITE_KEYS, conclusions.CONCLUSION_KEYS):
         for key in table:
             assert f"| `{key}` |" in text, key
     for flag in ("--cluster", "--backend", "--out", "--resume", "--force", "--dry-run", "--list", "--fail-fast",
