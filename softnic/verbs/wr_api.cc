@@ -69,6 +69,11 @@ int WrComplete(ibv_qp_ex* ex) {
             FastResult::kDone) {
       continue;
     }
+    if ((wr.opcode == IBV_WR_SEND || wr.opcode == IBV_WR_SEND_WITH_IMM) && wr.num_sge == 1 &&
+        TryFastSend(qp, at, wr.wr_id, wr.opcode, wr.send_flags, wr.imm_data, wr.sg_list[0],
+                    UdAddress{wr.ah, wr.remote_qpn, wr.remote_qkey}, &post_cost) == FastResult::kDone) {
+      continue;
+    }
     rc = SubmitValidatedLocked(qp, wr);
     if (rc == 0) post_cost.Add(WqeBytes(ModeledShape(qp, wr)));
   }
