@@ -55,6 +55,15 @@ const std::vector<Flag>& Flags() {
       {"index-log2", 0, "N", true, "HERD: log2 of index buckets per worker (0: sized for --keys)",
        RDMALAB_INT_FLAG(index_log2, 0, 30)},
       {"preload", 0, "[=BOOL]", true, "load every key before the run, so GETs hit", RDMALAB_SWITCH_FLAG(preload)},
+      {"farm-buffer-slots", 0, "N", true, "FaRM: slots of each client's circular PUT buffer (0: 2 x --window)",
+       RDMALAB_INT_FLAG(farm_buffer_slots, 0, 1 << 16)},
+      {"lock-placement", 0, "P", true,
+       "DrTM: lock words 8 B apart (spread) or 4096 B apart, sharing their 12 low address bits (same-bits)",
+       RDMALAB_CHOICE_FLAG(lock_placement, "spread", "same-bits")},
+      {"lock-retries", 0, "N", true, "DrTM: lock CASes retried before a PUT is refused",
+       RDMALAB_INT_FLAG(lock_retries, 0, 1 << 30)},
+      {"hydradb-miss-path", 0, nullptr, true, "HydraDB: a client's first GET of a key asks the server for its address",
+       RDMALAB_SWITCH_FLAG(hydradb_miss_path)},
       {"protocol", 0, "P", true, "memcached: text | binary", RDMALAB_CHOICE_FLAG(protocol, "text", "binary")},
       {"pipeline", 0, nullptr, true,
        "TCP: the window's requests share one connection (pipelined); off: one connection per window slot",
@@ -110,7 +119,7 @@ Options ParseOptions(int argc, char** argv) {
   if (options.clients < options.threads) {
     Fail("--threads ", options.threads, " exceeds --clients ", options.clients, ": a thread serves at least one client");
   }
-  FindSystem(options.system);
+  options.system = FindSystem(options.system).name;  // one spelling from here on
   return options;
 }
 

@@ -50,6 +50,11 @@ struct Options {
   int log_mb = 64;
   int index_log2 = 0;  // 0: sized for --keys
   bool preload = true;
+  // READ-based systems (kv/remote).
+  int farm_buffer_slots = 0;  // FaRM: slots of each client's circular buffer (0: 2 x --window)
+  std::string lock_placement = "spread";  // DrTM: spread | same-bits
+  int lock_retries = 1000;
+  bool hydradb_miss_path = false;
   // TCP baselines.
   std::string protocol = "text";  // memcached: text | binary
   bool pipeline = false;
