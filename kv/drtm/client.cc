@@ -24,19 +24,18 @@ class DrtmTransport {
         lock_retries_(static_cast<std::uint32_t>(session.options().lock_retries)),
         write_value_(layout.design == Design::kDrtmWrite),
         pending_(session.options().window),
-        attempts_(session.options().window, 0) {}
+        attempts_(session.options().window, 0),
+        torn_(session.options().window) {}
   Connection& connection() { return connection_; }
 
   static constexpr bool kLosesMessages = false;  // RC only
   void Issue(const Request& request) {
     const std::uint32_t slot = SlotOf(request.id);
+    pending_[slot] = request;
     if (request.get) {
-      connection_.Read(ReadWrId(request.id, kReadValue), layout_.ValueOffset(request.key_index),
-                       connection_.ReadBuffer(slot), layout_.value_bytes);
-      ++totals_->verbs.wrs[kDrtmValueRead];
+      Read(request);
       return;
     }
-    pending_[slot] = request;
     attempts_[slot] = 0;
     Lock(request);
   }
@@ -44,6 +43,11 @@ class DrtmTransport {
   int Poll(Response* out, int max);
 
  private:
+  void Read(const Request& request) {
+    connection_.Read(ReadWrId(request.id, kReadValue), layout_.ValueOffset(request.key_index),
+                     connection_.ReadBuffer(SlotOf(request.id)), layout_.value_bytes);
+    ++totals_->verbs.wrs[kDrtmValueRead];
+  }
   void Lock(const Request& request) {
     connection_.Cas(ReadWrId(request.id, kLock), layout_.LockOffset(request.key_index), 0, owner_, SlotOf(request.id));
     ++totals_->verbs.wrs[kDrtmLockCas];
@@ -66,8 +70,9 @@ class DrtmTransport {
   std::uint64_t owner_;
   std::uint32_t lock_retries_;
   bool write_value_;
-  std::vector<Request> pending_;       // per window slot: the PUT under way
+  std::vector<Request> pending_;       // per window slot: the request under way
   std::vector<std::uint32_t> attempts_;  // per window slot: lock CASes that found the lock taken
+  TornReads torn_;
 };
 
 int DrtmTransport::Poll(Response* out, int max) {
@@ -79,6 +84,10 @@ int DrtmTransport::Poll(Response* out, int max) {
     const std::uint32_t slot = SlotOf(id);
     switch (StepOf(completions[i].wr_id)) {
       case kReadValue:
+        if (torn_.Again(slot, pending_[slot].key_index, connection_.ReadBuffer(slot), layout_.value_bytes, totals_)) {
+          Read(pending_[slot]);
+          break;
+        }
         out[n++] = Response{id, true, connection_.ReadBuffer(slot), layout_.value_bytes};
         ++totals_->verbs.gets;
         break;

@@ -21,7 +21,9 @@ class FarmTransport {
         connection_(session, client, layout),
         ring_(connection_, layout, client, static_cast<std::uint32_t>(session.options().window)),
         totals_(totals),
-        keys_(session.options().window),
+        pending_(session.options().window),
+        pointers_(session.options().window),
+        torn_(session.options().window),
         var_(layout.design == Design::kFarmVar) {}
   ~FarmTransport() { totals_->backpressure_waits += ring_.backpressure_waits(); }
   Connection& connection() { return connection_; }
@@ -32,11 +34,8 @@ class FarmTransport {
   void Issue(const Request& request) {
     const std::uint32_t slot = SlotOf(request.id);
     if (request.get) {
-      keys_[slot] = request.key;
-      const std::uint32_t bytes = kNeighbourhood * layout_.entry_bytes;
-      connection_.Read(ReadWrId(request.id, kReadNeighbourhood), layout_.entries + request.key_index * layout_.entry_bytes,
-                       connection_.ReadBuffer(slot), bytes);
-      ++totals_->verbs.wrs[kFarmNeighbourhoodRead];
+      pending_[slot] = request;
+      ReadNeighbourhood(request);
       return;
     }
     EncodeMessage(connection_.MessageBuffer(slot), request, MessageKind::kPut);
@@ -47,11 +46,21 @@ class FarmTransport {
   int Poll(Response* out, int max);
 
  private:
+  void ReadNeighbourhood(const Request& request) {
+    connection_.Read(ReadWrId(request.id, kReadNeighbourhood), layout_.entries + request.key_index * layout_.entry_bytes,
+                     connection_.ReadBuffer(SlotOf(request.id)), kNeighbourhood * layout_.entry_bytes);
+    ++totals_->verbs.wrs[kFarmNeighbourhoodRead];
+  }
+  void ReadValue(std::uint32_t id, std::uint64_t pointer) {
+    pointers_[SlotOf(id)] = pointer;
+    connection_.Read(ReadWrId(id, kReadValue), pointer, connection_.ReadBuffer(SlotOf(id)), layout_.value_bytes);
+    ++totals_->verbs.wrs[kFarmValueRead];
+  }
   // The entry among the H whose key is the request's, or nullptr.
   const std::uint8_t* Find(std::uint32_t slot) const {
     const std::uint8_t* entries = connection_.ReadBuffer(slot);
     for (std::uint32_t e = 0; e < kNeighbourhood; ++e) {
-      if (std::memcmp(entries + e * layout_.entry_bytes, &keys_[slot], kKeyBytes) == 0) return entries + e * layout_.entry_bytes;
+      if (std::memcmp(entries + e * layout_.entry_bytes, &pending_[slot].key, kKeyBytes) == 0) return entries + e * layout_.entry_bytes;
     }
     return nullptr;
   }
@@ -60,7 +69,9 @@ class FarmTransport {
   Connection connection_;
   RingWriter ring_;
   ClientTotals* totals_;
-  std::vector<KeyHash> keys_;  // per window slot: the GET's key
+  std::vector<Request> pending_;  // per window slot: the GET under way
+  std::vector<std::uint64_t> pointers_;  // FaRM-VAR, per window slot: where its value is
+  TornReads torn_;
   bool var_;
 };
 
@@ -76,12 +87,19 @@ int FarmTransport::Poll(Response* out, int max) {
       if (entry != nullptr && var_) {
         std::uint64_t pointer = 0;
         std::memcpy(&pointer, entry + kKeyBytes, kPointerBytes);
-        connection_.Read(ReadWrId(id, kReadValue), pointer, connection_.ReadBuffer(slot), layout_.value_bytes);
-        ++totals_->verbs.wrs[kFarmValueRead];
+        ReadValue(id, pointer);
+        continue;
+      }
+      if (entry != nullptr && torn_.Again(slot, pending_[slot].key_index, entry + kKeyBytes, layout_.value_bytes, totals_)) {
+        ReadNeighbourhood(pending_[slot]);
         continue;
       }
       out[n++] = Response{id, entry != nullptr, entry ? entry + kKeyBytes : nullptr, entry ? layout_.value_bytes : 0};
     } else {
+      if (torn_.Again(slot, pending_[slot].key_index, connection_.ReadBuffer(slot), layout_.value_bytes, totals_)) {
+        ReadValue(id, pointers_[slot]);
+        continue;
+      }
       out[n++] = Response{id, true, connection_.ReadBuffer(slot), layout_.value_bytes};
     }
     ++totals_->verbs.gets;

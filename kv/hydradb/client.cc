@@ -21,7 +21,8 @@ class HydraTransport {
         totals_(totals),
         miss_path_(session.options().hydradb_miss_path),
         known_(miss_path_ ? layout.keys : 0, false),
-        pending_(session.options().window) {}
+        pending_(session.options().window),
+        torn_(session.options().window) {}
   Connection& connection() { return connection_; }
 
   static constexpr bool kLosesMessages = false;  // RC only
@@ -52,6 +53,7 @@ class HydraTransport {
   bool miss_path_;
   std::vector<bool> known_;  // --hydradb-miss-path: keys whose address this client has
   std::vector<Request> pending_;
+  TornReads torn_;
 };
 
 int HydraTransport::Poll(Response* out, int max) {
@@ -60,7 +62,13 @@ int HydraTransport::Poll(Response* out, int max) {
   const int reads = connection_.PollRc(completions, max);
   for (int i = 0; i < reads; ++i) {
     const std::uint32_t id = static_cast<std::uint32_t>(completions[i].wr_id);
-    const std::uint8_t* entry = connection_.ReadBuffer(SlotOf(id));
+    const std::uint32_t slot = SlotOf(id);
+    const std::uint8_t* entry = connection_.ReadBuffer(slot);
+    const std::uint64_t key_index = pending_[slot].key_index;
+    if (torn_.Again(slot, key_index, entry, layout_.value_bytes, totals_)) {
+      Read(id, layout_.entries + key_index * layout_.entry_bytes);
+      continue;
+    }
     std::uint64_t lease = 0;
     std::memcpy(&lease, entry + layout_.value_bytes, kLeaseBytes);
     out[n++] = Response{id, lease != 0, entry, layout_.value_bytes};

@@ -15,7 +15,7 @@ enum PilafStep : std::uint32_t { kFirstBucket, kSecondBucket, kValue };
 class PilafTransport {
  public:
   PilafTransport(Session& session, std::uint32_t client, const Layout& layout, ClientTotals* totals)
-      : layout_(layout), connection_(session, client, layout), totals_(totals), pending_(session.options().window) {}
+      : layout_(layout), connection_(session, client, layout), totals_(totals), pending_(session.options().window), torn_(session.options().window) {}
   Connection& connection() { return connection_; }
 
   // A lost PUT or answer (UC) is sent again; GETs travel over RC and are never lost.
@@ -57,6 +57,7 @@ class PilafTransport {
   Connection connection_;
   ClientTotals* totals_;
   std::vector<Request> pending_;  // per window slot: the GET whose READs are under way
+  TornReads torn_;
   std::uint32_t second_bucket_credit_ = 0;  // tenths: a GET adds 6 and READs the second bucket at 10
 };
 
@@ -81,6 +82,11 @@ int PilafTransport::Poll(Response* out, int max) {
         break;
       }
       default:
+        if (torn_.Again(SlotOf(id), pending_[SlotOf(id)].key_index, connection_.ReadBuffer(SlotOf(id)),
+                        layout_.value_bytes, totals_)) {
+          ReadValue(id, static_cast<std::uint32_t>(pending_[SlotOf(id)].key_index));
+          break;
+        }
         out[n++] = Response{id, true, connection_.ReadBuffer(SlotOf(id)), layout_.value_bytes};
         ++totals_->verbs.gets;
         break;

@@ -54,19 +54,21 @@ int RingWriter::Poll(Answer* out, int max) {
 
 void ClientTotals::Add(const ClientTotals& o) {
   verbs.Add(o.verbs);
+  torn_rereads += o.torn_rereads;
   backpressure_waits += o.backpressure_waits;
   lock_retries += o.lock_retries;
   lock_failures += o.lock_failures;
 }
 
 json ClientTotals::Json() const {
-  return {{"verbs", verbs.Json()}, {"backpressure_waits", backpressure_waits}, {"lock_retries", lock_retries},
+  return {{"verbs", verbs.Json()}, {"torn_rereads", torn_rereads}, {"backpressure_waits", backpressure_waits}, {"lock_retries", lock_retries},
           {"lock_failures", lock_failures}};
 }
 
 ClientTotals ClientTotals::FromJson(const json& j) {
   ClientTotals t;
   t.verbs = VerbTally::FromJson(j.at("verbs"));
+  t.torn_rereads = j.at("torn_rereads");
   t.backpressure_waits = j.at("backpressure_waits");
   t.lock_retries = j.at("lock_retries");
   t.lock_failures = j.at("lock_failures");
@@ -77,6 +79,7 @@ void ClientTotals::Report(const Options& o, ResultRow& row, json& notes) const {
   row.extra["verbs"] = VerbsJson(VerbClassesOf(o), verbs);
   row.extra["verbs_per_op"] = row.extra["verbs"]["verbs_per_op"];
   row.extra["server_pcie_bytes_per_op"] = row.extra["verbs"]["server_pcie_bytes_per_op"];
+  row.extra["torn_rereads"] = torn_rereads;
   row.extra["backpressure_waits"] = backpressure_waits;
   row.extra["lock_retries"] = lock_retries;
   row.extra["lock_failures"] = lock_failures;

@@ -44,6 +44,7 @@ class RingWriter {
 // What a client's transport counts beyond the client core (single writer: its thread).
 struct ClientTotals {
   VerbTally verbs;
+  std::uint64_t torn_rereads = 0;        // value READs that raced with a PUT's copy and were made again
   std::uint64_t backpressure_waits = 0;  // FaRM: PUTs that waited for a free ring slot
   std::uint64_t lock_retries = 0;        // DrTM: lock CASes that found the lock taken
   std::uint64_t lock_failures = 0;       // DrTM: PUTs refused after --lock-retries
@@ -52,6 +53,31 @@ struct ClientTotals {
   static ClientTotals FromJson(const nlohmann::json& json);
   // Into a row: "verbs" (VerbsJson) and the counts; a note when PUTs were refused.
   void Report(const Options& options, ResultRow& row, nlohmann::json& notes) const;
+};
+
+// A READ may race with the server's copy of a PUT into the same entry and return half of
+// each value. The real designs detect it (FaRM: per-cache-line versions; Pilaf: CRC64; DrTM
+// and HydraDB: versions or leases); the emulation detects it by the value's own check
+// (kv/workload) and READs again, at most kMaxTornRereads times, so that only a value that
+// stays wrong reaches the client core's validation.
+constexpr std::uint32_t kMaxTornRereads = 16;
+class TornReads {
+ public:
+  explicit TornReads(std::uint32_t window) : rereads_(window, 0) {}
+  // True: READ again. Counts it.
+  bool Again(std::uint32_t slot, std::uint64_t key_index, const std::uint8_t* value, std::uint32_t bytes,
+             ClientTotals* totals) {
+    if (CheckValue(key_index, value, bytes, bytes) != ValueCheck::kCorrupt || rereads_[slot] >= kMaxTornRereads) {
+      rereads_[slot] = 0;
+      return false;
+    }
+    ++rereads_[slot];
+    ++totals->torn_rereads;
+    return true;
+  }
+
+ private:
+  std::vector<std::uint32_t> rereads_;
 };
 
 // A transport type is built as Transport(session, global client id, layout, &totals) and
