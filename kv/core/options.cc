@@ -22,6 +22,8 @@ const std::vector<Flag>& Flags() {
       {"peers", 0, "N", false, "server: client processes; client: 1", RDMALAB_INT_FLAG(peers, 1, 4096)},
       {"keys", 0, "N", true, "distinct keys", RDMALAB_INT_FLAG(keys, 1, 1ll << 32)},
       {"put-fraction", 0, "F", true, "fraction of operations that are PUTs", RDMALAB_NUMBER_FLAG(put_fraction, 0, 1)},
+      {"get-fraction", 0, "F", true, "fraction of operations that are GETs (instead of --put-fraction)",
+       RDMALAB_NUMBER_FLAG(get_fraction, 0, 1)},
       {"distribution", 0, "D", true, "key popularity: uniform | zipf",
        RDMALAB_CHOICE_FLAG(distribution, "uniform", "zipf")},
       {"zipf-theta", 0, "T", true, "Zipf skew (YCSB: 0.99)", RDMALAB_NUMBER_FLAG(zipf_theta, 0.01, 0.9999)},
@@ -113,6 +115,15 @@ Options ParseOptions(int argc, char** argv) {
   }
   if (options.role == "server" && !options.server_host.empty()) {
     Fail("the server takes no SERVER_HOST (got '", options.server_host, "')");
+  }
+  if (options.get_fraction >= 0) {
+    for (int i = 1; i < argc; ++i) {
+      const std::string arg = argv[i];  // "--put-fraction" or "--put_fraction=F"
+      if (arg.rfind("--", 0) == 0 && SameFlagName(arg.substr(2, arg.find('=') - 2), "put-fraction")) {
+        Fail("--get-fraction and --put-fraction exclude each other; give one");
+      }
+    }
+    options.put_fraction = 1.0 - options.get_fraction;
   }
   if (options.iters == 0 && options.duration_s == 0) options.iters = 100'000;
   if (options.iters != 0 && options.duration_s != 0) Fail("--iters and --duration exclude each other; give one");

@@ -27,6 +27,7 @@ struct Options {
   // Workload (kv/workload).
   std::uint64_t keys = 1 << 20;
   double put_fraction = 0.05;
+  double get_fraction = -1;  // < 0: 1 - put_fraction; else put_fraction = 1 - get_fraction (the survey's axis)
   std::string distribution = "uniform";
   double zipf_theta = 0.99;
   int key_size = 16;
