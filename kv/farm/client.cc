@@ -106,11 +106,7 @@ int FarmTransport::Poll(Response* out, int max) {
   }
   Answer answers[kPollBatch];
   const int received = ring_.Poll(answers, std::min(max - n, kPollBatch));
-  for (int i = 0; i < received; ++i) {
-    out[n++] = Response{answers[i].id, answers[i].status == kStatusStored, nullptr, 0};
-    ++totals_->verbs.wrs[kFarmAnswerWrite];
-    ++totals_->verbs.puts;
-  }
+  for (int i = 0; i < received; ++i) out[n++] = PutAnswered(answers[i], kFarmAnswerWrite, totals_);
   return n;
 }
 

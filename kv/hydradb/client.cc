@@ -84,9 +84,7 @@ int HydraTransport::Poll(Response* out, int max) {
       Read(answers[i].id, answers[i].entry_offset);
       continue;
     }
-    out[n++] = Response{answers[i].id, answers[i].status == kStatusStored, nullptr, 0};
-    ++totals_->verbs.wrs[kHydraAnswerWrite];
-    ++totals_->verbs.puts;
+    out[n++] = PutAnswered(answers[i], kHydraAnswerWrite, totals_);
   }
   return n;
 }

@@ -94,11 +94,7 @@ int PilafTransport::Poll(Response* out, int max) {
   }
   Answer answers[kPollBatch];
   const int received = connection_.PollAnswers(answers, max - n);
-  for (int i = 0; i < received; ++i) {
-    out[n++] = Response{answers[i].id, answers[i].status == kStatusStored, nullptr, 0};
-    ++totals_->verbs.wrs[kPilafAnswerSend];
-    ++totals_->verbs.puts;
-  }
+  for (int i = 0; i < received; ++i) out[n++] = PutAnswered(answers[i], kPilafAnswerSend, totals_);
   connection_.ReapMessages();
   return n;
 }

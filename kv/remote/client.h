@@ -80,6 +80,13 @@ class TornReads {
   std::vector<std::uint32_t> rereads_;
 };
 
+// A PUT's answer as the client core's response, counted with the WR that carried it.
+inline Response PutAnswered(const Answer& answer, std::uint8_t answer_verb, ClientTotals* totals) {
+  ++totals->verbs.wrs[answer_verb];
+  ++totals->verbs.puts;
+  return Response{answer.id, answer.status == kStatusStored, nullptr, 0};
+}
+
 // A transport type is built as Transport(session, global client id, layout, &totals) and
 // has connection(). {"clients": [Describe()...]} goes to the server, its "remote" comes
 // back; after the run the process's totals go to the server as "totals".

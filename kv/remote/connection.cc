@@ -1,6 +1,7 @@
 #include "kv/remote/connection.h"
 
 #include <algorithm>
+#include <string>
 
 #include "rdma/connect.h"
 #include "rdma/error.h"
@@ -88,50 +89,48 @@ void Connection::PostRecv(std::uint32_t buffer) {
   PostRecvOrFail(uc_qp_.get(), &wr, "answer buffers");
 }
 
-void Connection::Read(std::uint64_t wr_id, std::uint64_t store_offset, std::uint8_t* local, std::uint32_t bytes) {
-  ibv_sge sge{reinterpret_cast<std::uintptr_t>(local), bytes, region_.mr->lkey};
-  ibv_send_wr wr{};
-  wr.wr_id = wr_id;
+void Connection::PostRc(ibv_send_wr& wr, ibv_sge& sge, const std::uint8_t* local, std::uint32_t bytes,
+                        const char* what) {
+  sge = ibv_sge{reinterpret_cast<std::uintptr_t>(local), bytes, region_.mr->lkey};
   wr.sg_list = &sge;
   wr.num_sge = 1;
+  ibv_send_wr* bad = nullptr;
+  const int error_number = ibv_post_send(rc_qp_.get(), &wr, &bad);
+  if (error_number != 0) FailErrno(std::string("ibv_post_send (") + what + ")", error_number);
+}
+
+void Connection::Read(std::uint64_t wr_id, std::uint64_t store_offset, std::uint8_t* local, std::uint32_t bytes) {
+  ibv_send_wr wr{};
+  ibv_sge sge;
+  wr.wr_id = wr_id;
   wr.opcode = IBV_WR_RDMA_READ;
   wr.send_flags = IBV_SEND_SIGNALED;
   wr.wr.rdma.remote_addr = store_.address + store_offset;
   wr.wr.rdma.rkey = store_.rkey;
-  ibv_send_wr* bad = nullptr;
-  const int error_number = ibv_post_send(rc_qp_.get(), &wr, &bad);
-  if (error_number != 0) FailErrno("ibv_post_send (READ)", error_number);
+  PostRc(wr, sge, local, bytes, "READ");
 }
 
 void Connection::Cas(std::uint64_t wr_id, std::uint64_t store_offset, std::uint64_t compare, std::uint64_t swap,
                      std::uint32_t slot) {
-  ibv_sge sge{reinterpret_cast<std::uintptr_t>(AtomicResult(slot)), 8, region_.mr->lkey};
   ibv_send_wr wr{};
+  ibv_sge sge;
   wr.wr_id = wr_id;
-  wr.sg_list = &sge;
-  wr.num_sge = 1;
   wr.opcode = IBV_WR_ATOMIC_CMP_AND_SWP;
   wr.send_flags = IBV_SEND_SIGNALED;
   wr.wr.atomic.remote_addr = store_.address + store_offset;
   wr.wr.atomic.rkey = store_.rkey;
   wr.wr.atomic.compare_add = compare;
   wr.wr.atomic.swap = swap;
-  ibv_send_wr* bad = nullptr;
-  const int error_number = ibv_post_send(rc_qp_.get(), &wr, &bad);
-  if (error_number != 0) FailErrno("ibv_post_send (CAS)", error_number);
+  PostRc(wr, sge, reinterpret_cast<const std::uint8_t*>(AtomicResult(slot)), 8, "CAS");
 }
 
 void Connection::WriteUnsignaled(std::uint64_t store_offset, const std::uint8_t* local, std::uint32_t bytes) {
-  ibv_sge sge{reinterpret_cast<std::uintptr_t>(local), bytes, region_.mr->lkey};
   ibv_send_wr wr{};
-  wr.sg_list = &sge;
-  wr.num_sge = 1;
+  ibv_sge sge;
   wr.opcode = IBV_WR_RDMA_WRITE;
   wr.wr.rdma.remote_addr = store_.address + store_offset;
   wr.wr.rdma.rkey = store_.rkey;
-  ibv_send_wr* bad = nullptr;
-  const int error_number = ibv_post_send(rc_qp_.get(), &wr, &bad);
-  if (error_number != 0) FailErrno("ibv_post_send (value WRITE)", error_number);
+  PostRc(wr, sge, local, bytes, "value WRITE");
 }
 
 void Connection::PostMessageWr(ibv_send_wr& wr) {
