@@ -57,6 +57,12 @@ const std::vector<Flag>& Flags() {
       {"index-log2", 0, "N", true, "HERD: log2 of index buckets per worker (0: sized for --keys)",
        RDMALAB_INT_FLAG(index_log2, 0, 30)},
       {"preload", 0, "[=BOOL]", true, "load every key before the run, so GETs hit", RDMALAB_SWITCH_FLAG(preload)},
+      {"store", 0, "S", true,
+       "Pilaf: emulated (herd14's Pilaf-em-OPT) | full (3-1 cuckoo table whose buckets and extents the client "
+       "checks by CRC64)",
+       RDMALAB_CHOICE_FLAG(store, "emulated", "full")},
+      {"corrupt", 0, "N", false, "Pilaf full, server: flip a byte in the extent or bucket of N keys after loading (tests checksums)",
+       RDMALAB_INT_FLAG(corrupt, 0, 1 << 30)},
       {"farm-buffer-slots", 0, "N", true, "FaRM: slots of each client's circular PUT buffer (0: 2 x --window)",
        RDMALAB_INT_FLAG(farm_buffer_slots, 0, 1 << 16)},
       {"lock-placement", 0, "P", true,

@@ -52,6 +52,8 @@ struct Options {
   int index_log2 = 0;  // 0: sized for --keys
   bool preload = true;
   // READ-based systems (kv/remote).
+  std::string store = "emulated";  // Pilaf: emulated | full (3-1 cuckoo table, CRC64-checked)
+  int corrupt = 0;                 // Pilaf full, server: flip a byte of this many keys' extent or bucket
   int farm_buffer_slots = 0;  // FaRM: slots of each client's circular buffer (0: 2 x --window)
   std::string lock_placement = "spread";  // DrTM: spread | same-bits
   int lock_retries = 1000;

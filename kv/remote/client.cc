@@ -55,13 +55,14 @@ int RingWriter::Poll(Answer* out, int max) {
 void ClientTotals::Add(const ClientTotals& o) {
   verbs.Add(o.verbs);
   torn_rereads += o.torn_rereads;
+  checksum_failures += o.checksum_failures;
   backpressure_waits += o.backpressure_waits;
   lock_retries += o.lock_retries;
   lock_failures += o.lock_failures;
 }
 
 json ClientTotals::Json() const {
-  return {{"verbs", verbs.Json()}, {"torn_rereads", torn_rereads}, {"backpressure_waits", backpressure_waits}, {"lock_retries", lock_retries},
+  return {{"verbs", verbs.Json()}, {"torn_rereads", torn_rereads}, {"checksum_failures", checksum_failures}, {"backpressure_waits", backpressure_waits}, {"lock_retries", lock_retries},
           {"lock_failures", lock_failures}};
 }
 
@@ -69,6 +70,7 @@ ClientTotals ClientTotals::FromJson(const json& j) {
   ClientTotals t;
   t.verbs = VerbTally::FromJson(j.at("verbs"));
   t.torn_rereads = j.at("torn_rereads");
+  t.checksum_failures = j.at("checksum_failures");
   t.backpressure_waits = j.at("backpressure_waits");
   t.lock_retries = j.at("lock_retries");
   t.lock_failures = j.at("lock_failures");
@@ -80,6 +82,11 @@ void ClientTotals::Report(const Options& o, ResultRow& row, json& notes) const {
   row.extra["verbs_per_op"] = row.extra["verbs"]["verbs_per_op"];
   row.extra["server_pcie_bytes_per_op"] = row.extra["verbs"]["server_pcie_bytes_per_op"];
   row.extra["torn_rereads"] = torn_rereads;
+  row.extra["checksum_failures"] = checksum_failures;
+  if (checksum_failures != 0) {
+    notes.push_back(std::to_string(checksum_failures) + " GETs found a bucket or value failing its CRC64 after " +
+                    std::to_string(kMaxTornRereads) + " READs: the server's memory is corrupt; answered as misses");
+  }
   row.extra["backpressure_waits"] = backpressure_waits;
   row.extra["lock_retries"] = lock_retries;
   row.extra["lock_failures"] = lock_failures;

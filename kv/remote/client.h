@@ -45,6 +45,7 @@ class RingWriter {
 struct ClientTotals {
   VerbTally verbs;
   std::uint64_t torn_rereads = 0;        // value READs that raced with a PUT's copy and were made again
+  std::uint64_t checksum_failures = 0;   // Pilaf full: GETs whose bucket or extent kept failing its CRC64
   std::uint64_t backpressure_waits = 0;  // FaRM: PUTs that waited for a free ring slot
   std::uint64_t lock_retries = 0;        // DrTM: lock CASes that found the lock taken
   std::uint64_t lock_failures = 0;       // DrTM: PUTs refused after --lock-retries

@@ -3,6 +3,7 @@
 
 #include "kv/cache/mica.h"
 #include "kv/core/client_core.h"
+#include "kv/remote/cuckoo.h"
 #include "kv/remote/remote.h"
 #include "kv/workload/workload.h"
 #include "rdma/error.h"
@@ -36,10 +37,12 @@ Layout LayoutOf(const Options& o, std::uint32_t clients) {
   const std::uint64_t entry_count = l.keys + kNeighbourhood - 1;
   switch (l.design) {
     case Design::kPilaf:
-      l.entry_bytes = l.value_bytes;
-      l.bucket_count = std::max<std::uint64_t>(l.keys / 3 + 1, 2);  // 3-1 cuckoo: a bucket per 3 keys
+      l.full = o.store == "full";
+      l.entry_bytes = l.full ? l.value_bytes + kCrcBytes : l.value_bytes;
+      l.bucket_count = l.full ? static_cast<std::uint64_t>(static_cast<double>(l.keys) / kCuckooFill) + kCuckooHashes
+                              : std::max<std::uint64_t>(l.keys / 3 + 1, 2);
       l.buckets = place(l.bucket_count * kPilafBucketBytes);
-      l.entries = place(l.keys * sv);
+      l.entries = place(l.keys * l.entry_bytes);
       break;
     case Design::kFarm:
       l.entry_bytes = kKeyBytes + l.value_bytes;
@@ -99,11 +102,32 @@ void Preload(const Layout& l, std::uint8_t* store) {
       const std::uint64_t lease = 1;
       std::memcpy(entry + l.value_bytes, &lease, kLeaseBytes);
     }
+    if (l.full) SealExtent(entry, l.value_bytes);
   }
+  if (l.full) BuildCuckoo(store + l.buckets, l.bucket_count, l.keys, l.entries, l.entry_bytes);
 }
 
 void StoreValue(const Layout& l, std::uint8_t* store, std::uint32_t key_index, const std::uint8_t* value) {
   std::memcpy(store + l.ValueOffset(key_index), value, l.value_bytes);
+  if (l.full) SealExtent(store + l.ValueOffset(key_index), l.value_bytes);
+}
+
+void Corrupt(const Layout& l, std::uint8_t* store, std::uint64_t keys) {
+  if (!l.full) Fail("--corrupt ", keys, " needs --store full (emulated entries carry no checksum)");
+  // Even keys: a byte of the value in their extent; odd keys: a byte of their bucket.
+  for (std::uint64_t k = 0; k < std::min(keys, l.keys); ++k) {
+    if (k % 2 == 0) {
+      store[l.ValueOffset(k) + k % l.value_bytes] ^= 0x5A;
+      continue;
+    }
+    for (std::uint32_t h = 0; h < kCuckooHashes; ++h) {
+      std::uint8_t* bucket = store + l.buckets + CuckooBucket(KeyHashOf(k), h, l.bucket_count) * kPilafBucketBytes;
+      if (ParseBucket(bucket).key == KeyHashOf(k)) {
+        bucket[k % kBucketCrcOffset] ^= 0x5A;
+        break;
+      }
+    }
+  }
 }
 
 void CheckRemote(Options& o) {
@@ -116,6 +140,9 @@ void CheckRemote(Options& o) {
   }
   if (o.keys >= kMaxKeys) Fail("--keys ", o.keys, " exceeds ", o.system, "'s limit of ", kMaxKeys - 1);
   if (o.farm_buffer_slots == 0) o.farm_buffer_slots = 2 * o.window;
+  if (o.store == "full" && o.system != "pilaf") {
+    Fail("--store full is built for pilaf only; ", o.system, " runs emulated (--store emulated)");
+  }
   if (o.hydradb_miss_path && o.system != "hydradb") Fail("--hydradb-miss-path is HydraDB's; --system is ", o.system);
 }
 

@@ -90,6 +90,7 @@ struct Layout {
   std::uint32_t ring_slots = 0;
   std::uint32_t slot_bytes = 0;
   std::uint32_t clients = 0;
+  bool full = false;  // Pilaf full: buckets of the cuckoo table (kv/remote/cuckoo.h), entries are CRC64-sealed extents
   std::uint64_t bytes = 0;
 
   // Where key k's value bytes are, and the first READ of a GET.
@@ -104,6 +105,10 @@ Layout LayoutOf(const Options& options, std::uint32_t clients);
 void Preload(const Layout& layout, std::uint8_t* store);
 // A PUT's value into key k's place (the emulated store's whole PUT).
 void StoreValue(const Layout& layout, std::uint8_t* store, std::uint32_t key_index, const std::uint8_t* value);
+
+// Pilaf full, server: flips one byte of the first `keys` keys' extent (even keys) or bucket
+// (odd keys): the checksum test.
+void Corrupt(const Layout& layout, std::uint8_t* store, std::uint64_t keys);
 
 // The checks every READ-based system makes of the options (fails naming the conflict).
 void CheckRemote(Options& options);

@@ -95,6 +95,7 @@ Server::Server(Session& session) : session_(session), o_(session.options()) {
   layout_ = LayoutOf(o_, clients);
   store_ = MakeRegion(session, layout_.bytes, o_.use_hugepages);
   Preload(layout_, store_.data());
+  if (o_.corrupt != 0) Corrupt(layout_, store_.data(), static_cast<std::uint64_t>(o_.corrupt));
   message_bytes_ = sizeof(MessageHeader) + layout_.value_bytes;
   if (layout_.design == Design::kPilaf) {
     recvs_ = MakeRegion(session, std::uint64_t{clients} * 2 * o_.window * message_bytes_, o_.use_hugepages);

@@ -18,7 +18,7 @@ std::vector<VerbClass> VerbClassesOf(const Options& o) {
   switch (DesignOf(o.system)) {
     case Design::kPilaf:
       return {{"bucket READ", get, client, Verb::kRead, IBV_QPT_RC, kPilafBucketBytes, false, 1},
-              {"value READ", get, client, Verb::kRead, IBV_QPT_RC, sv, false, 1},
+              {"value READ", get, client, Verb::kRead, IBV_QPT_RC, o.store == "full" ? sv + 8 : sv, false, 1},
               {"PUT SEND", put, client, Verb::kSend, IBV_QPT_UC, message, message_inline, cq_mod},
               {"answer SEND", put, server, Verb::kSend, IBV_QPT_UC, sizeof(Answer), true, cq_mod}};
     case Design::kFarm:
