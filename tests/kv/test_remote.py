@@ -179,3 +179,40 @@ def test_bad_flag_values_name_the_value_and_what_is_valid(argv, expected):
     assert r.returncode == 1, r
     lines = [ln for ln in r.stderr.splitlines() if ln.startswith("rdmalab-kv: error:")]
     assert len(lines) == 1 and expected in lines[0], r.stderr
+
+
+def test_pilaf_full_returns_what_puts_stored_over_a_million_mixed_operations():
+    server, client = documents(standalone("pilaf", [*SMALL, "--store", "full", "--put-fraction", "0.5", "--clients",
+                                                    "4", "-n", "250000", "--validate", "--warmup", "0"]))
+    row = client["results"][0]
+    assert row["ops"] >= 1_000_000
+    v = client["validation"]
+    assert v["ok"] and v["checked"] >= 400_000, v
+    assert row["checksum_failures"] == 0 and row["get_misses"] == 0 and row["unanswered"] == 0, row
+    # Each GET READs 1 to 3 buckets of the 3-1 table, then the extent.
+    assert 2.0 < row["verbs"]["per_get"]["client"]["RC READ"] < 4.0
+
+
+def test_pilaf_full_reads_its_buckets_and_crc_sealed_extents_at_the_servers_device():
+    server, client, counters = counted_run("pilaf", [*SMALL, "--store", "full", "--put-fraction", "0", "--clients", "2",
+                                                     "-n", "20000"])
+    row = client["results"][0]
+    gets = row["completed_all"]
+    bucket_reads = counters["rx_packets"] - gets
+    assert counters["rx_bytes"] == bucket_reads * 32 + gets * (SV + 8), counters
+    assert row["verbs"]["per_get"]["client"]["RC READ"] == pytest.approx(counters["rx_packets"] / gets)
+
+
+def test_pilaf_full_detects_a_flipped_byte_in_server_memory():
+    # The server flips a byte of 40 keys' extents (even keys) or buckets (odd keys) of 1000.
+    server, client = documents(standalone("pilaf", ["--keys", "1000", "--store", "full", "--put-fraction", "0",
+                                                    "--clients", "2", "-n", "20000", "--validate"],
+                                          server_args=["--corrupt", "40"]))
+    row = client["results"][0]
+    assert row["checksum_failures"] > 0, row
+    assert row["get_misses"] > 0  # the corrupt keys are answered as misses, never with their bytes
+    assert client["validation"]["ok"] and client["validation"]["corrupt"] == 0
+    assert any("failing its CRC64" in n for n in client["notes"])
+    clean = documents(standalone("pilaf", ["--keys", "1000", "--store", "full", "--put-fraction", "0", "--clients",
+                                           "2", "-n", "20000", "--validate"]))[1]["results"][0]
+    assert clean["checksum_failures"] == 0 and clean["get_misses"] == 0

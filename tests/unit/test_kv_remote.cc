@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "kv/core/options.h"
+#include "kv/remote/cuckoo.h"
 #include "kv/remote/remote.h"
 #include "kv/workload/workload.h"
 #include "model/wr_accounting.h"
@@ -86,6 +87,36 @@ TEST(KvRemoteVerbs, PerOperationCountsAndModeledBytesFollowTheTally) {
   }
   EXPECT_NEAR(json["server_pcie_bytes_per_op"].get<double>(), expected / 10, 1e-9);
   EXPECT_GT(expected, 0);
+}
+
+TEST(KvRemoteCuckoo, Crc64IsEcma182AndEveryKeySitsInOneOfItsThreeBuckets) {
+  const std::uint8_t check[] = {'1', '2', '3', '4', '5', '6', '7', '8', '9'};
+  EXPECT_EQ(Crc64(check, sizeof(check)), 0x6C40DF5F0B497347ull);  // CRC-64/ECMA-182's check value
+  Options o = OptionsFor("pilaf");
+  o.store = "full";
+  o.keys = 20000;
+  const Layout layout = LayoutOf(o, 1);
+  std::vector<std::uint8_t> store(layout.bytes);
+  Preload(layout, store.data());
+  for (std::uint64_t k = 0; k < layout.keys; ++k) {
+    int found = 0;
+    std::set<std::uint64_t> candidates;  // two hash functions may name one bucket
+    for (std::uint32_t h = 0; h < kCuckooHashes; ++h) candidates.insert(CuckooBucket(KeyHashOf(k), h, layout.bucket_count));
+    for (const std::uint64_t index : candidates) {
+      const std::uint8_t* b = store.data() + layout.buckets + index * 32;
+      const CuckooBucketView view = ParseBucket(b);
+      if (view.key == KeyHashOf(k)) {
+        ++found;
+        ASSERT_TRUE(view.checks);
+        ASSERT_EQ(view.extent, layout.ValueOffset(k));
+        ASSERT_TRUE(ExtentChecks(store.data() + view.extent, layout.value_bytes));
+      }
+    }
+    ASSERT_EQ(found, 1) << k;
+  }
+  // A flipped byte fails the check.
+  store[layout.ValueOffset(7) + 3] ^= 1;
+  EXPECT_FALSE(ExtentChecks(store.data() + layout.ValueOffset(7), layout.value_bytes));
 }
 
 }  // namespace
