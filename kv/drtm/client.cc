@@ -76,13 +76,12 @@ class DrtmTransport {
 };
 
 int DrtmTransport::Poll(Response* out, int max) {
-  ibv_wc completions[kPollBatch];
+  Connection::Done completions[kPollBatch];
   int n = 0;
   const int done = connection_.PollRc(completions, max);
   for (int i = 0; i < done; ++i) {
-    const std::uint32_t id = static_cast<std::uint32_t>(completions[i].wr_id);
-    const std::uint32_t slot = SlotOf(id);
-    switch (StepOf(completions[i].wr_id)) {
+    const auto [id, slot, step] = completions[i];
+    switch (step) {
       case kReadValue:
         if (torn_.Again(slot, pending_[slot].key_index, connection_.ReadBuffer(slot), layout_.value_bytes, totals_)) {
           Read(pending_[slot]);

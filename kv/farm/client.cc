@@ -76,13 +76,12 @@ class FarmTransport {
 };
 
 int FarmTransport::Poll(Response* out, int max) {
-  ibv_wc completions[kPollBatch];
+  Connection::Done completions[kPollBatch];
   int n = 0;
   const int reads = connection_.PollRc(completions, max);
   for (int i = 0; i < reads; ++i) {
-    const std::uint32_t id = static_cast<std::uint32_t>(completions[i].wr_id);
-    const std::uint32_t slot = SlotOf(id);
-    if (StepOf(completions[i].wr_id) == kReadNeighbourhood) {
+    const auto [id, slot, step] = completions[i];
+    if (step == kReadNeighbourhood) {
       const std::uint8_t* entry = Find(slot);
       if (entry != nullptr && var_) {
         std::uint64_t pointer = 0;

@@ -57,12 +57,11 @@ class HydraTransport {
 };
 
 int HydraTransport::Poll(Response* out, int max) {
-  ibv_wc completions[kPollBatch];
+  Connection::Done completions[kPollBatch];
   int n = 0;
   const int reads = connection_.PollRc(completions, max);
   for (int i = 0; i < reads; ++i) {
-    const std::uint32_t id = static_cast<std::uint32_t>(completions[i].wr_id);
-    const std::uint32_t slot = SlotOf(id);
+    const auto [id, slot, step] = completions[i];
     const std::uint8_t* entry = connection_.ReadBuffer(slot);
     const std::uint64_t key_index = pending_[slot].key_index;
     if (torn_.Again(slot, key_index, entry, layout_.value_bytes, totals_)) {

@@ -139,22 +139,22 @@ bool PilafTransport::FullStep(std::uint32_t id, std::uint32_t step, Response& ou
 }
 
 int PilafTransport::Poll(Response* out, int max) {
-  ibv_wc completions[kPollBatch];
+  Connection::Done completions[kPollBatch];
   int n = 0;
   const int reads = connection_.PollRc(completions, max);
   for (int i = 0; i < reads; ++i) {
-    const std::uint32_t id = static_cast<std::uint32_t>(completions[i].wr_id);
+    const auto [id, slot, step] = completions[i];
     if (layout_.full) {
-      if (FullStep(id, StepOf(completions[i].wr_id), out[n])) {
+      if (FullStep(id, step, out[n])) {
         ++n;
         ++totals_->verbs.gets;
       }
       continue;
     }
-    switch (StepOf(completions[i].wr_id)) {
+    switch (step) {
       case kFirstBucket:
       case kSecondBucket: {
-        const bool second = StepOf(completions[i].wr_id) == kFirstBucket &&
+        const bool second = step == kFirstBucket &&
                             (second_bucket_credit_ += kPilafSecondBucketPerTen) >= 10;
         Request& pending = pending_[SlotOf(id)];
         if (second) {

@@ -14,9 +14,9 @@
 
 namespace rdmalab::kv::remote {
 
-// A RC READ's wr_id: the request id, and the step of the request it completes.
+// An RC READ's wr_id: the request id, and the step of the request it completes (Connection::PollRc
+// hands both back).
 inline std::uint64_t ReadWrId(std::uint32_t id, std::uint32_t step) { return std::uint64_t{step} << 32 | id; }
-inline std::uint32_t StepOf(std::uint64_t wr_id) { return static_cast<std::uint32_t>(wr_id >> 32); }
 
 class RingWriter {
  public:

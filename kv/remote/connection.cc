@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <string>
 
+#include "kv/core/client_core.h"
 #include "rdma/connect.h"
 #include "rdma/error.h"
 
@@ -164,7 +165,7 @@ void Connection::WriteMessage(std::uint64_t store_offset, const std::uint8_t* lo
   PostMessageWr(wr);
 }
 
-int Connection::PollRc(ibv_wc* out, int max) {
+int Connection::PollRc(Done* out, int max) {
   ibv_wc completions[kPollBatch];
   const int n = ibv_poll_cq(rc_cq_.get(), std::min(max, kPollBatch), completions);
   if (n < 0) Fail("ibv_poll_cq failed on the client's RC CQ");
@@ -175,7 +176,8 @@ int Connection::PollRc(ibv_wc* out, int max) {
     if (wc.wr_id & kMessageWrTag) {
       ring_.retired = std::max(ring_.retired, wc.wr_id & ((std::uint64_t{1} << 48) - 1));
     } else {
-      out[kept++] = wc;
+      const std::uint32_t id = static_cast<std::uint32_t>(wc.wr_id);
+      out[kept++] = Done{id, SlotOf(id), static_cast<std::uint32_t>(wc.wr_id >> 32)};
     }
   }
   return kept;

@@ -50,8 +50,12 @@ class Connection {
   void SendMessage(const std::uint8_t* local, std::uint32_t bytes);
   void WriteMessage(std::uint64_t store_offset, const std::uint8_t* local, std::uint32_t bytes);
   bool MessageRoom() const { return ring_.HasRoom(1); }
-  // Completions of signaled RC WRs (READs, atomics) into `out`; message WRs are retired here.
-  int PollRc(ibv_wc* out, int max);
+  // Completions of signaled RC WRs (READs, atomics) into `out` as the request id and step their
+  // wr_id carries (client.h's ReadWrId); message WRs are retired here.
+  struct Done {
+    std::uint32_t id, slot, step;
+  };
+  int PollRc(Done* out, int max);
   // Pilaf: answers received (SENDs); each RECV is re-posted at once.
   int PollAnswers(Answer* out, int max);
   void ReapMessages();
