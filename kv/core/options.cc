@@ -22,6 +22,8 @@ const std::vector<Flag>& Flags() {
       {"peers", 0, "N", false, "server: client processes; client: 1", RDMALAB_INT_FLAG(peers, 1, 4096)},
       {"keys", 0, "N", true, "distinct keys", RDMALAB_INT_FLAG(keys, 1, 1ll << 32)},
       {"put-fraction", 0, "F", true, "fraction of operations that are PUTs", RDMALAB_NUMBER_FLAG(put_fraction, 0, 1)},
+      {"get-fraction", 0, "F", true, "fraction of operations that are GETs (instead of --put-fraction)",
+       RDMALAB_NUMBER_FLAG(get_fraction, 0, 1)},
       {"distribution", 0, "D", true, "key popularity: uniform | zipf",
        RDMALAB_CHOICE_FLAG(distribution, "uniform", "zipf")},
       {"zipf-theta", 0, "T", true, "Zipf skew (YCSB: 0.99)", RDMALAB_NUMBER_FLAG(zipf_theta, 0.01, 0.9999)},
@@ -55,6 +57,21 @@ const std::vector<Flag>& Flags() {
       {"index-log2", 0, "N", true, "HERD: log2 of index buckets per worker (0: sized for --keys)",
        RDMALAB_INT_FLAG(index_log2, 0, 30)},
       {"preload", 0, "[=BOOL]", true, "load every key before the run, so GETs hit", RDMALAB_SWITCH_FLAG(preload)},
+      {"store", 0, "S", true,
+       "Pilaf: emulated (herd14's Pilaf-em-OPT) | full (3-1 cuckoo table whose buckets and extents the client "
+       "checks by CRC64)",
+       RDMALAB_CHOICE_FLAG(store, "emulated", "full")},
+      {"corrupt", 0, "N", false, "Pilaf full, server: flip a byte in the extent or bucket of N keys after loading (tests checksums)",
+       RDMALAB_INT_FLAG(corrupt, 0, 1 << 30)},
+      {"farm-buffer-slots", 0, "N", true, "FaRM: slots of each client's circular PUT buffer (0: 2 x --window)",
+       RDMALAB_INT_FLAG(farm_buffer_slots, 0, 1 << 16)},
+      {"lock-placement", 0, "P", true,
+       "DrTM: lock words 8 B apart (spread) or 4096 B apart, sharing their 12 low address bits (same-bits)",
+       RDMALAB_CHOICE_FLAG(lock_placement, "spread", "same-bits")},
+      {"lock-retries", 0, "N", true, "DrTM: lock CASes retried before a PUT is refused",
+       RDMALAB_INT_FLAG(lock_retries, 0, 1 << 30)},
+      {"hydradb-miss-path", 0, nullptr, true, "HydraDB: a client's first GET of a key asks the server for its address",
+       RDMALAB_SWITCH_FLAG(hydradb_miss_path)},
       {"protocol", 0, "P", true, "memcached: text | binary", RDMALAB_CHOICE_FLAG(protocol, "text", "binary")},
       {"pipeline", 0, nullptr, true,
        "TCP: the window's requests share one connection (pipelined); off: one connection per window slot",
@@ -105,12 +122,21 @@ Options ParseOptions(int argc, char** argv) {
   if (options.role == "server" && !options.server_host.empty()) {
     Fail("the server takes no SERVER_HOST (got '", options.server_host, "')");
   }
+  if (options.get_fraction >= 0) {
+    for (int i = 1; i < argc; ++i) {
+      const std::string arg = argv[i];  // "--put-fraction" or "--put_fraction=F"
+      if (arg.rfind("--", 0) == 0 && SameFlagName(arg.substr(2, arg.find('=') - 2), "put-fraction")) {
+        Fail("--get-fraction and --put-fraction exclude each other; give one");
+      }
+    }
+    options.put_fraction = 1.0 - options.get_fraction;
+  }
   if (options.iters == 0 && options.duration_s == 0) options.iters = 100'000;
   if (options.iters != 0 && options.duration_s != 0) Fail("--iters and --duration exclude each other; give one");
   if (options.clients < options.threads) {
     Fail("--threads ", options.threads, " exceeds --clients ", options.clients, ": a thread serves at least one client");
   }
-  FindSystem(options.system);
+  options.system = FindSystem(options.system).name;  // one spelling from here on
   return options;
 }
 

@@ -27,6 +27,7 @@ struct Options {
   // Workload (kv/workload).
   std::uint64_t keys = 1 << 20;
   double put_fraction = 0.05;
+  double get_fraction = -1;  // < 0: 1 - put_fraction; else put_fraction = 1 - get_fraction (the survey's axis)
   std::string distribution = "uniform";
   double zipf_theta = 0.99;
   int key_size = 16;
@@ -50,6 +51,13 @@ struct Options {
   int log_mb = 64;
   int index_log2 = 0;  // 0: sized for --keys
   bool preload = true;
+  // READ-based systems (kv/remote).
+  std::string store = "emulated";  // Pilaf: emulated | full (3-1 cuckoo table, CRC64-checked)
+  int corrupt = 0;                 // Pilaf full, server: flip a byte of this many keys' extent or bucket
+  int farm_buffer_slots = 0;  // FaRM: slots of each client's circular buffer (0: 2 x --window)
+  std::string lock_placement = "spread";  // DrTM: spread | same-bits
+  int lock_retries = 1000;
+  bool hydradb_miss_path = false;
   // TCP baselines.
   std::string protocol = "text";  // memcached: text | binary
   bool pipeline = false;

@@ -27,6 +27,14 @@ const System& FindSystem(const std::string& name);
 void CheckHerd(Options& options);
 Report RunHerdServer(Session& session);
 Report RunHerdClient(Session& session);
+// The READ-based systems (kv/remote: one server; a client transport each in kv/pilaf,
+// kv/farm, kv/drtm, kv/hydradb).
+void CheckRemoteSystem(Options& options);
+Report RunRemoteServer(Session& session);
+Report RunPilafClient(Session& session);
+Report RunFarmClient(Session& session);
+Report RunDrtmClient(Session& session);
+Report RunHydraDbClient(Session& session);
 // memcached and Redis (kv/tcp): the store runs as the server role's child, clients speak TCP.
 void CheckTcpStore(Options& options);
 Report RunTcpServer(Session& session);

@@ -1,0 +1,102 @@
+#include "kv/remote/client.h"
+
+namespace rdmalab::kv::remote {
+
+using nlohmann::json;
+
+RingWriter::RingWriter(Connection& connection, const Layout& layout, std::uint32_t client, std::uint32_t window)
+    : connection_(connection), layout_(layout), client_(client), waiting_(window), expected_(window, 0) {}
+
+void RingWriter::Write(std::uint32_t slot) {
+  std::uint8_t* message = connection_.MessageBuffer(slot);
+  const std::uint32_t stamp = StampOf(written_);
+  std::memcpy(message + layout_.slot_bytes - 4, &stamp, 4);
+  while (!connection_.MessageRoom()) connection_.ReapMessages();
+  connection_.WriteMessage(layout_.SlotOffset(client_, written_), message, layout_.slot_bytes);
+  ++written_;
+}
+
+void RingWriter::Send(std::uint32_t slot, std::uint32_t id) {
+  expected_[slot] = id;
+  connection_.ClearAnswer(slot);
+  if (waiting_count_ == 0 && written_ - consumed_ < layout_.ring_slots) {
+    Write(slot);
+    return;
+  }
+  ++backpressure_waits_;
+  waiting_[(waiting_head_ + waiting_count_) % waiting_.size()] = slot;
+  ++waiting_count_;
+}
+
+int RingWriter::Poll(Answer* out, int max) {
+  int n = 0;
+  for (std::uint32_t slot = 0; slot < expected_.size() && n < max; ++slot) {
+    if (expected_[slot] == 0) continue;
+    const volatile Answer* answer = connection_.AnswerSlot(slot);
+    if (answer->id != expected_[slot]) continue;
+    std::atomic_signal_fence(std::memory_order_acquire);
+    out[n].id = answer->id;
+    out[n].status = answer->status;
+    out[n].consumed = answer->consumed;
+    out[n].entry_offset = answer->entry_offset;
+    consumed_ = std::max<std::uint64_t>(consumed_, answer->consumed);
+    expected_[slot] = 0;
+    ++n;
+  }
+  while (waiting_count_ != 0 && written_ - consumed_ < layout_.ring_slots) {
+    Write(waiting_[waiting_head_]);
+    waiting_head_ = (waiting_head_ + 1) % static_cast<std::uint32_t>(waiting_.size());
+    --waiting_count_;
+  }
+  connection_.ReapMessages();
+  return n;
+}
+
+void ClientTotals::Add(const ClientTotals& o) {
+  verbs.Add(o.verbs);
+  torn_rereads += o.torn_rereads;
+  checksum_failures += o.checksum_failures;
+  backpressure_waits += o.backpressure_waits;
+  lock_retries += o.lock_retries;
+  lock_failures += o.lock_failures;
+}
+
+json ClientTotals::Json() const {
+  return {{"verbs", verbs.Json()}, {"torn_rereads", torn_rereads}, {"checksum_failures", checksum_failures}, {"backpressure_waits", backpressure_waits}, {"lock_retries", lock_retries},
+          {"lock_failures", lock_failures}};
+}
+
+ClientTotals ClientTotals::FromJson(const json& j) {
+  ClientTotals t;
+  t.verbs = VerbTally::FromJson(j.at("verbs"));
+  t.torn_rereads = j.at("torn_rereads");
+  t.checksum_failures = j.at("checksum_failures");
+  t.backpressure_waits = j.at("backpressure_waits");
+  t.lock_retries = j.at("lock_retries");
+  t.lock_failures = j.at("lock_failures");
+  return t;
+}
+
+void ClientTotals::Report(const Options& o, ResultRow& row, json& notes) const {
+  row.extra["verbs"] = VerbsJson(VerbClassesOf(o), verbs);
+  row.extra["verbs_per_op"] = row.extra["verbs"]["verbs_per_op"];
+  row.extra["server_pcie_bytes_per_op"] = row.extra["verbs"]["server_pcie_bytes_per_op"];
+  row.extra["torn_rereads"] = torn_rereads;
+  row.extra["checksum_failures"] = checksum_failures;
+  if (checksum_failures != 0) {
+    notes.push_back(std::to_string(checksum_failures) + " GETs found a bucket or value failing its CRC64 after " +
+                    std::to_string(kMaxTornRereads) + " READs: the server's memory is corrupt; answered as misses");
+  }
+  row.extra["backpressure_waits"] = backpressure_waits;
+  row.extra["lock_retries"] = lock_retries;
+  row.extra["lock_failures"] = lock_failures;
+  if (lock_failures != 0) {
+    notes.push_back(std::to_string(lock_failures) + " PUTs refused: their lock was still taken after --lock-retries " +
+                    std::to_string(o.lock_retries) + " retries");
+  }
+  if (backpressure_waits != 0) {
+    notes.push_back(std::to_string(backpressure_waits) + " PUTs waited for a free slot of the server's circular buffer");
+  }
+}
+
+}  // namespace rdmalab::kv::remote
