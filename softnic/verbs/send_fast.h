@@ -127,7 +127,8 @@ struct UdAddress {
   uint32_t remote_qkey;
 };
 
-[[gnu::always_inline]] inline FastResult TryFastSend(SoftQp* qp, const PostContext& at, uint64_t wr_id,
+// Out of line: inlined, its frame (two CQEs, the GRH) would weigh on every WRITE's post.
+[[gnu::noinline]] inline FastResult TryFastSend(SoftQp* qp, const PostContext& at, uint64_t wr_id,
                                                      ibv_wr_opcode opcode, uint32_t send_flags, uint32_t imm_data,
                                                      const ibv_sge& sge, const UdAddress& address, PostCost* post) {
   const FabricHeader& fabric = *at.runtime->fabric();
