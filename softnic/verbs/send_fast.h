@@ -34,47 +34,71 @@ struct PostContext {
 uint8_t* TranslateIntoCache(Runtime* runtime, uint32_t device, uint32_t key, uint32_t needed_access,
                             uint32_t pd_id, bool local, KeyTranslation* cache, uint64_t address, uint64_t bytes);
 
+// The posting QP's side of both fast paths: nothing stalled or injected, the QP ready to
+// send, the SGE within its limits, room in the send queue.
+[[gnu::always_inline]] inline bool QpPostsFast(const SoftQp* qp, const FabricHeader& fabric, bool inline_data,
+                                               uint32_t bytes) {
+  return qp->pending.empty() && qp->entry->state.load(std::memory_order_relaxed) == IBV_QPS_RTS &&
+         fabric.faults_active.load(std::memory_order_relaxed) == 0 && qp->cap.max_send_sge != 0 &&
+         !(inline_data && bytes > qp->cap.max_inline_data) &&
+         qp->sq_posted - qp->sq_retired.load(std::memory_order_acquire) < qp->cap.max_send_wr;
+}
+
+// The peer QP still has the number the cache holds, is ready to receive and alive.
+[[gnu::always_inline]] inline bool PeerReceives(const FabricHeader& fabric, const Destination& peer) {
+  const QpEntry& entry = *peer.entry;
+  uint32_t state = entry.state.load(std::memory_order_acquire);
+  return entry.qpn.load(std::memory_order_acquire) == peer.qpn && (state == IBV_QPS_RTS || state == IBV_QPS_RTR) &&
+         ProcessAlive(fabric, entry.owner_slot, entry.owner_incarnation);
+}
+
+// The bytes the SGE names in this process: the caller's own for inline data, else through
+// the QP's cached lkey translation. Null if the lkey does not cover them.
+[[gnu::always_inline]] inline const uint8_t* FastSource(SoftQp* qp, const PostContext& at, const ibv_sge& sge,
+                                                        bool inline_data) {
+  if (inline_data) return reinterpret_cast<const uint8_t*>(sge.addr);
+  const uint8_t* source = LookupKey(qp->local_key, sge.lkey, sge.addr, sge.length);
+  if (__builtin_expect(source == nullptr, 0)) {
+    source = TranslateIntoCache(at.runtime, qp->device_index, sge.lkey, 0, qp->entry->pd_id, true, &qp->local_key,
+                                sge.addr, sge.length);
+  }
+  return source;
+}
+
+// The requester's CQE of a signaled fast-path WR, which retires the send queue up to it.
+[[gnu::always_inline]] inline void PushSendCompletion(SoftQp* qp, uint64_t wr_id, ibv_wc_opcode opcode, uint32_t bytes,
+                                                      uint32_t slot, CounterBlock& counters) {
+  Cqe cqe{};
+  cqe.wr_id = wr_id;
+  cqe.status = IBV_WC_SUCCESS;
+  cqe.opcode = opcode;
+  cqe.byte_len = bytes;
+  cqe.qp_num = qp->ex.qp_base.qp_num;
+  cqe.sq_retire = slot;
+  cqe.is_send = 1;
+  PushCqe(qp->send_cq->ring, cqe, counters, false);
+}
+
 [[gnu::always_inline]] inline FastResult TryFastWrite(SoftQp* qp, const PostContext& at, uint64_t wr_id,
                                                       uint32_t send_flags, const ibv_sge& sge,
                                                       uint64_t remote_addr, uint32_t rkey, PostCost* post) {
   const FabricHeader& fabric = *at.runtime->fabric();
   Destination& peer = qp->connected;
-  // Eligible only when the general engine has already resolved this peer.
-  if (peer.entry == nullptr || !qp->pending.empty() ||
-      qp->entry->state.load(std::memory_order_relaxed) != IBV_QPS_RTS ||
-      fabric.faults_active.load(std::memory_order_relaxed) != 0) {
-    return FastResult::kSlowPath;
-  }
   bool inline_data = (send_flags & IBV_SEND_INLINE) != 0;
-  if (qp->cap.max_send_sge == 0 || (inline_data && sge.length > qp->cap.max_inline_data)) {
-    return FastResult::kSlowPath;
-  }
-  if (qp->sq_posted - qp->sq_retired.load(std::memory_order_acquire) >= qp->cap.max_send_wr) {
+  // Eligible only when the general engine has already resolved this peer.
+  if (peer.entry == nullptr || !QpPostsFast(qp, fabric, inline_data, sge.length) || !PeerReceives(fabric, peer) ||
+      (peer.entry->qp_access_flags.load(std::memory_order_acquire) & IBV_ACCESS_REMOTE_WRITE) == 0) {
     return FastResult::kSlowPath;
   }
   const QpEntry& entry = *peer.entry;
-  uint32_t state = entry.state.load(std::memory_order_acquire);
-  if (entry.qpn.load(std::memory_order_acquire) != peer.qpn ||
-      (state != IBV_QPS_RTS && state != IBV_QPS_RTR) ||
-      (entry.qp_access_flags.load(std::memory_order_acquire) & IBV_ACCESS_REMOTE_WRITE) == 0 ||
-      !ProcessAlive(fabric, entry.owner_slot, entry.owner_incarnation)) {
-    return FastResult::kSlowPath;
-  }
   uint8_t* remote = LookupKey(qp->remote_key, rkey, remote_addr, sge.length);
   if (__builtin_expect(remote == nullptr, 0)) {
     remote = TranslateIntoCache(at.runtime, peer.device, rkey, IBV_ACCESS_REMOTE_WRITE, entry.pd_id, false,
                                 &qp->remote_key, remote_addr, sge.length);
     if (remote == nullptr) return FastResult::kSlowPath;
   }
-  const uint8_t* source = reinterpret_cast<const uint8_t*>(sge.addr);
-  if (!inline_data) {
-    source = LookupKey(qp->local_key, sge.lkey, sge.addr, sge.length);
-    if (__builtin_expect(source == nullptr, 0)) {
-      source = TranslateIntoCache(at.runtime, qp->device_index, sge.lkey, 0, qp->entry->pd_id, true,
-                                  &qp->local_key, sge.addr, sge.length);
-      if (source == nullptr) return FastResult::kSlowPath;
-    }
-  }
+  const uint8_t* source = FastSource(qp, at, sge, inline_data);
+  if (source == nullptr) return FastResult::kSlowPath;
   if (sge.length != 0) CopyOrderedSingle(remote, source, sge.length);
 
   uint32_t slot = ++qp->sq_posted;
@@ -93,17 +117,7 @@ uint8_t* TranslateIntoCache(Runtime* runtime, uint32_t device, uint32_t key, uin
       },
       post == nullptr, qp->shape_cursors.fast_write[signaled], counters, at.lane[peer.device]);
   if (post != nullptr) post->Add(wqe_bytes);
-  if (signaled) {
-    Cqe cqe{};
-    cqe.wr_id = wr_id;
-    cqe.status = IBV_WC_SUCCESS;
-    cqe.opcode = IBV_WC_RDMA_WRITE;
-    cqe.byte_len = sge.length;
-    cqe.qp_num = qp->ex.qp_base.qp_num;
-    cqe.sq_retire = slot;
-    cqe.is_send = 1;
-    PushCqe(qp->send_cq->ring, cqe, counters, false);
-  }
+  if (signaled) PushSendCompletion(qp, wr_id, IBV_WC_RDMA_WRITE, sge.length, slot, counters);
   return FastResult::kDone;
 }
 
@@ -133,17 +147,8 @@ struct UdAddress {
                                                      const ibv_sge& sge, const UdAddress& address, PostCost* post) {
   const FabricHeader& fabric = *at.runtime->fabric();
   bool ud = qp->ex.qp_base.qp_type == IBV_QPT_UD;
-  if (!qp->pending.empty() || qp->entry->state.load(std::memory_order_relaxed) != IBV_QPS_RTS ||
-      fabric.faults_active.load(std::memory_order_relaxed) != 0) {
-    return FastResult::kSlowPath;
-  }
   bool inline_data = (send_flags & IBV_SEND_INLINE) != 0;
-  if (qp->cap.max_send_sge == 0 || (inline_data && sge.length > qp->cap.max_inline_data)) {
-    return FastResult::kSlowPath;
-  }
-  if (qp->sq_posted - qp->sq_retired.load(std::memory_order_acquire) >= qp->cap.max_send_wr) {
-    return FastResult::kSlowPath;
-  }
+  if (!QpPostsFast(qp, fabric, inline_data, sge.length)) return FastResult::kSlowPath;
   Destination* peer = &qp->connected;
   if (ud) {
     // The destination must already be in the cache; its QKEY must match (else it drops).
@@ -162,21 +167,11 @@ struct UdAddress {
     return FastResult::kSlowPath;
   }
   const QpEntry& entry = *peer->entry;
-  uint32_t state = entry.state.load(std::memory_order_acquire);
-  if (entry.qpn.load(std::memory_order_acquire) != peer->qpn || (state != IBV_QPS_RTS && state != IBV_QPS_RTR) ||
-      entry.uses_srq != 0 || entry.recv_sge_capacity != 1 ||
-      !ProcessAlive(fabric, entry.owner_slot, entry.owner_incarnation)) {
+  if (!PeerReceives(fabric, *peer) || entry.uses_srq != 0 || entry.recv_sge_capacity != 1) {
     return FastResult::kSlowPath;
   }
-  const uint8_t* source = reinterpret_cast<const uint8_t*>(sge.addr);
-  if (!inline_data) {
-    source = LookupKey(qp->local_key, sge.lkey, sge.addr, sge.length);
-    if (__builtin_expect(source == nullptr, 0)) {
-      source = TranslateIntoCache(at.runtime, qp->device_index, sge.lkey, 0, qp->entry->pd_id, true,
-                                  &qp->local_key, sge.addr, sge.length);
-      if (source == nullptr) return FastResult::kSlowPath;
-    }
-  }
+  const uint8_t* source = FastSource(qp, at, sge, inline_data);
+  if (source == nullptr) return FastResult::kSlowPath;
   uint64_t header_bytes = ud ? kUdGrhBytes : 0;
   uint64_t needed = sge.length + header_bytes;
   uint8_t* target = nullptr;
@@ -235,17 +230,7 @@ struct UdAddress {
       CountFastMessage(key, [&] { return WqeBytes(ModeledShape(qp, opcode, send_flags, sge.length, 1)); },
                        post == nullptr, qp->shape_cursors.fast_send[signaled], counters, responder_counters);
   if (post != nullptr) post->Add(wqe_bytes);
-  if (signaled) {
-    Cqe done{};
-    done.wr_id = wr_id;
-    done.status = IBV_WC_SUCCESS;
-    done.opcode = IBV_WC_SEND;
-    done.byte_len = sge.length;
-    done.qp_num = qp->ex.qp_base.qp_num;
-    done.sq_retire = slot;
-    done.is_send = 1;
-    PushCqe(qp->send_cq->ring, done, counters, false);
-  }
+  if (signaled) PushSendCompletion(qp, wr_id, IBV_WC_SEND, sge.length, slot, counters);
   return FastResult::kDone;
 }
 
