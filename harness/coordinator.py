@@ -135,7 +135,7 @@ class Coordinator:
 
     def dry_run(self, plans: list[Planned]) -> None:
         table = Table(title=f"dry run: backend {self.opts.backend}, results in {self.store.root}")
-        for col in ("experiment", "points", "to run", "stored ok", "stored failed"):
+        for col in ("experiment", "points", "to run", "stored done", "stored failed"):
             table.add_column(col)
         examples = []
         for pl in plans:
