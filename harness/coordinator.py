@@ -20,7 +20,7 @@ from . import experiment as experiment_mod
 from .experiment import Experiment
 from .inventory import Inventory
 from .runner import PointRunner, RunConfig, hosts_needed, place
-from .store import Store, StoreError, kFinalStatuses, kNotModeled
+from .store import Store, StoreError, kFinalStatuses, kNotModeled, kNotRun, kUnsupported
 from .suites import Target
 from .sweep import Point, expand
 from .yamlloc import ConfigError
@@ -118,7 +118,7 @@ def plan(loaded: list[tuple[Experiment, Target]], store: Store, opts: Options) -
             if stored:
                 done = sum(1 for s in stored.values() if s in kFinalStatuses)
                 conflicts.append(f"{exp.id}: {len(stored)} of {len(points)} points already stored in "
-                                 f"{store.experiment_dir(opts.backend, exp.id)} ({done} ok or not modeled, "
+                                 f"{store.experiment_dir(opts.backend, exp.id)} ({done} ok, not modeled or unsupported, "
                                  f"{len(stored) - done} failed)")
         plans.append(Planned(exp, points, todo, stored))
     if conflicts and not opts.dry_run:
@@ -135,7 +135,7 @@ class Coordinator:
 
     def dry_run(self, plans: list[Planned]) -> None:
         table = Table(title=f"dry run: backend {self.opts.backend}, results in {self.store.root}")
-        for col in ("experiment", "points", "to run", "stored ok", "stored failed"):
+        for col in ("experiment", "points", "to run", "stored done", "stored failed"):
             table.add_column(col)
         examples = []
         for pl in plans:
@@ -177,9 +177,9 @@ class Coordinator:
             with Progress(*columns, console=self.console, transient=False) as progress:
                 task = progress.add_task("points", total=total, last="")
                 for pl in plans:
-                    s = self.summary.setdefault(pl.exp.id, {"ok": 0, "not_modeled": 0, "failed": 0,
+                    s = self.summary.setdefault(pl.exp.id, {"ok": 0, kNotModeled: 0, kUnsupported: 0, "failed": 0,
                                                             "skipped": len(pl.points) - len(pl.todo),
-                                                            "seconds": 0.0, "errors": []})
+                                                            "seconds": 0.0, "errors": [], "unsupported_reasons": []})
                     for point in pl.todo:
                         label = point.label()
                         short = label if len(label) <= kLabelChars else label[:kLabelChars - 1] + "…"
@@ -194,9 +194,11 @@ class Coordinator:
                             s["ok"] += 1
                             h = record.get("headline") or {}
                             last = f"{h['metric']}={h['value']:.4g}" if h.get("value") is not None else "ok"
-                        elif record["status"] == kNotModeled:
-                            s["not_modeled"] += 1
-                            last = "not modeled"
+                        elif record["status"] in kNotRun:
+                            s[record["status"]] += 1
+                            last = kNotRun[record["status"]]
+                            if record["status"] == kUnsupported:
+                                s["unsupported_reasons"].append(f"{point.label()}: {record[kUnsupported]}")
                         else:
                             failed_any = True
                             s["failed"] += 1
@@ -229,13 +231,16 @@ class Coordinator:
             self.store.export_csv(self.opts.backend, pl.exp.id)
         self.store.write_index()
         table = Table(title=f"summary (backend {self.opts.backend}, results in {self.store.root})")
-        for col in ("experiment", "ok", "not modeled", "failed", "skipped (stored)", "time"):
+        for col in ("experiment", "ok", "not modeled", "unsupported", "failed", "skipped (stored)", "time"):
             table.add_column(col)
         for exp_id, s in self.summary.items():
-            table.add_row(exp_id, str(s["ok"]), str(s["not_modeled"]), f"[red]{s['failed']}[/red]" if s["failed"] else "0",
-                          str(s["skipped"]), f"{s['seconds']:.1f} s")
+            table.add_row(exp_id, str(s["ok"]), str(s[kNotModeled]), str(s[kUnsupported]),
+                          f"[red]{s['failed']}[/red]" if s["failed"] else "0", str(s["skipped"]), f"{s['seconds']:.1f} s")
         self.console.print(table)
         for exp_id, s in self.summary.items():
+            for reason in s["unsupported_reasons"][:5]:
+                self.console.print(f"  {exp_id}: unsupported on this host: {reason}", markup=False, highlight=False,
+                                   soft_wrap=True)
             for e in s["errors"][:5]:
                 self.console.print(f"  {exp_id}: {e}")
 

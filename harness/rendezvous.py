@@ -73,6 +73,7 @@ class RendezvousServer:
         self.on_failure = on_failure
         self.failed = threading.Event()
         self.failure: Optional[str] = None
+        self.failed_by: Optional[str] = None   # "ROLE/INDEX" of the participant that failed first
         self.events: list[str] = []          # one line per hello/bye/fail, for the point's log
         self._loop: Optional[asyncio.AbstractEventLoop] = None
         self._thread: Optional[threading.Thread] = None
@@ -175,6 +176,7 @@ class RendezvousServer:
         assert st is not None
         if st.abort is None:
             st.abort = f"participant {who} failed: {reason}"
+            self.failed_by = who
             self.failure = st.abort
             self._report(f"fail {who}: {reason}")
             self.failed.set()

@@ -3,7 +3,10 @@
 A point fails when any role exits non-zero, a role tells the rendezvous it failed or drops
 its connection, a role's output is not a valid document, or the deadline passes. Then every
 role of the point is stopped (whole process groups, on every host) and the failure is
-recorded with the logs; the caller goes on with the next point.
+recorded with the logs; the caller goes on with the next point. A role that exits
+kExitUnsupported (a valid point this host or provider cannot run, e.g. far NUMA memory on a
+one-node host) makes the point unsupported instead, with the reason from its stderr; the
+other roles are stopped the same way.
 """
 from __future__ import annotations
 
@@ -24,14 +27,16 @@ from .launch_local import LaunchError, LocalLauncher, NetnsLauncher, Proc
 from .launch_remote import SlurmLauncher, SshLauncher, unreachable_reason
 from .metrics import point_value
 from .rendezvous import RendezvousError, RendezvousServer
-from .store import Store, kNotModeled, kResultSchema, utc_now
+from .store import Store, kNotModeled, kResultSchema, kUnsupported, utc_now
 from .sweep import Point
 from .yamlloc import ConfigError
 
 kDeadlineSlackMaxS = 5.0     # the binary's own --timeout fires first; the harness's deadline backs it up
 kDeadlineSlackMinS = 1.0     # ... by half the timeout, within these bounds (process start and teardown)
 kPollS = 0.02
-kExitSettleS = 0.3           # after a rendezvous failure, time for the failed role's exit code to land
+kExitSettleS = 0.3           # after a failure, time for the failing role's own exit code to land
+kExitUnsupported = 3         # rdma/program.h: a valid point this host or provider cannot run
+kUnsupportedMarker = ": unsupported: "   # its stderr line: "rdmalab-bench: unsupported: REASON"
 kTailBytes = 4000
 kModelTimeoutS = 60.0
 kDefaultModelProfile = "cx3"   # when neither the point, --profile nor the experiment's model_params name one
@@ -252,7 +257,9 @@ class PointRunner:
                 p.stderr_path = log_dir / f"{p.role}-{p.index}.stderr"
                 with open(p.stdout_path, "wb") as out, open(p.stderr_path, "wb") as err:
                     p.proc = self.launcher(p.host.launcher).start(p.host, p.argv, {kTokenEnv: rv.token}, out, err)
-            failure = self._wait(placed, rv, deadline_s(exp.timeout_s))
+            failure, unsupported = self._wait(placed, rv, deadline_s(exp.timeout_s))
+            if unsupported:
+                record[kUnsupported] = unsupported
         except (LaunchError, RendezvousError, ConfigError) as exc:
             failure = str(exc)
         finally:
@@ -296,34 +303,52 @@ class PointRunner:
             roles.append(entry)
         return roles, failure
 
-    def _wait(self, placed: list[Placed], rv: RendezvousServer, limit_s: float) -> Optional[str]:
+    def _wait(self, placed: list[Placed], rv: RendezvousServer, limit_s: float) -> tuple[Optional[str], Optional[str]]:
+        """(None, None) when every role exits 0; (failure, None) when the point failed; (None, reason)
+        when a role exited kExitUnsupported: this host cannot run the point."""
         deadline = time.monotonic() + limit_s
         while True:
             codes = [p.proc.poll() for p in placed]  # type: ignore[union-attr]
-            bad = [(p, c) for p, c in zip(placed, codes) if c not in (None, 0)]
-            if not bad and rv.failed.is_set():
-                # The rendezvous usually hears of a death first; let the exit status land for the message.
+            if rv.failed.is_set() or any(c not in (None, 0) for c in codes):
+                # The rendezvous, or a peer it told, usually hears of a failure before the failing
+                # role's own exit status lands; that status names the cause and tells an
+                # unsupported point from a failed one.
                 settle = time.monotonic() + kExitSettleS
-                while time.monotonic() < settle and not bad:
+                while (time.monotonic() < settle and kExitUnsupported not in codes
+                       and any(c is None for c in codes)):
                     time.sleep(kPollS)
-                    bad = [(p, p.proc.poll()) for p in placed if p.proc.poll() not in (None, 0)]  # type: ignore[union-attr]
-                if not bad:
-                    return f"rendezvous: {rv.failure}"
-            if bad:
-                p, code = bad[0]
-                stderr = tail(p.stderr_path)
-                why = unreachable_reason(p.proc, code, stderr)  # type: ignore[arg-type]
-                if why:
-                    return why
-                last = [ln for ln in stderr.splitlines() if ln.strip() and not ln.startswith("RDMALAB_PGID=")]
-                detail = f": {last[-1]}" if last else ""
-                return f"{p.role}/{p.index} on {p.host.name} failed with {signal_name(code)}{detail}"
+                    codes = [p.proc.poll() for p in placed]  # type: ignore[union-attr]
+                return self._outcome(placed, codes, rv)
             if all(c == 0 for c in codes):
-                return None
+                return None, None
             if time.monotonic() > deadline:
                 running = [f"{p.role}/{p.index}" for p, c in zip(placed, codes) if c is None]
-                return f"deadline of {limit_s:.0f} s passed with {', '.join(running)} still running (stopped)"
+                return f"deadline of {limit_s:.0f} s passed with {', '.join(running)} still running (stopped)", None
             time.sleep(kPollS)
+
+    @staticmethod
+    def _outcome(placed: list[Placed], codes: list[Optional[int]],
+                 rv: RendezvousServer) -> tuple[Optional[str], Optional[str]]:
+        """What ended the point once some role failed: (failure, None) or (None, unsupported reason)."""
+        for p, code in zip(placed, codes):
+            if code == kExitUnsupported:
+                lines = [ln for ln in tail(p.stderr_path).splitlines() if kUnsupportedMarker in ln]
+                reason = (lines[-1].split(kUnsupportedMarker, 1)[1].strip() if lines
+                          else f"{p.role}/{p.index} exited {kExitUnsupported} (unsupported) without a reason")
+                return None, reason
+        # The role the rendezvous heard from first is the cause; the others failed because it did.
+        bad = sorted(((p, c) for p, c in zip(placed, codes) if c not in (None, 0)),
+                     key=lambda pc: f"{pc[0].role}/{pc[0].index}" != rv.failed_by)
+        if not bad:
+            return f"rendezvous: {rv.failure}", None
+        p, code = bad[0]
+        stderr = tail(p.stderr_path)
+        why = unreachable_reason(p.proc, code, stderr)  # type: ignore[arg-type]
+        if why:
+            return why, None
+        last = [ln for ln in stderr.splitlines() if ln.strip() and not ln.startswith("RDMALAB_PGID=")]
+        detail = f": {last[-1]}" if last else ""
+        return f"{p.role}/{p.index} on {p.host.name} failed with {signal_name(code)}{detail}", None
 
     def _document(self, text: str) -> tuple[Any, Optional[str]]:
         """A role's document: a failure unless it is one rdmalab-bench/1 or rdmalab-kv/1 document that
@@ -422,7 +447,8 @@ class PointRunner:
 
     def _finish(self, record: dict[str, Any], exp: Experiment, hosts: list[Host], failure: Optional[str],
                 t0: float) -> dict[str, Any]:
-        record["status"] = "failed" if failure else kNotModeled if record.get("not_modeled") else "ok"
+        record["status"] = ("failed" if failure else kNotModeled if record.get(kNotModeled)
+                            else kUnsupported if record.get(kUnsupported) else "ok")
         record["error"] = failure
         prov = record["provenance"]
         prov["ended"] = utc_now()

@@ -20,13 +20,28 @@ import pathlib
 import shutil
 from typing import Any, Iterator, Optional
 
-kResultSchema = "rdmalab-result/1"
-kIndexSchema = "rdmalab-index/1"
+# Version 2 added the status "unsupported" and its reason; a version 1 document is a valid
+# version 2 document, so both are read.
+kResultSchema = "rdmalab-result/2"
+kReadableResultSchemas = ("rdmalab-result/1", kResultSchema)
+kIndexSchema = "rdmalab-index/2"
 kCsvParamsPrefix = "param."
-# A point's status: ok, failed, or not_modeled (the model backend answered that the point is
-# outside its scope, with the reason in the point's "not_modeled"); ok and not_modeled are final.
+# A point's status: ok, failed, not_modeled (the model backend answered that the point is
+# outside its scope) or unsupported (a role exited saying this host or provider cannot run it,
+# e.g. far NUMA memory on a one-node host). The last two did not run and have no value; their
+# reason is in the point under the same key. ok, not_modeled and unsupported are final.
 kNotModeled = "not_modeled"
-kFinalStatuses = ("ok", kNotModeled)
+kUnsupported = "unsupported"
+kNotRun = {kNotModeled: "not modeled", kUnsupported: "unsupported"}   # status -> how people read it
+kFinalStatuses = ("ok", kNotModeled, kUnsupported)
+
+
+def not_run(rec: dict[str, Any]) -> Optional[tuple[str, str]]:
+    """(what, reason) for a point that did not run (not modeled, unsupported), else None."""
+    status = rec.get("status")
+    if status not in kNotRun:
+        return None
+    return kNotRun[status], rec.get(status) or kNotRun[status]
 
 
 class StoreError(RuntimeError):
@@ -99,9 +114,9 @@ class Store:
                 rec = json.loads(path.read_text())
             except (OSError, json.JSONDecodeError) as exc:
                 raise StoreError(f"{path}: not a readable result ({exc})") from None
-            if rec.get("schema_version") != kResultSchema:
-                raise StoreError(f"{path}: schema_version {rec.get('schema_version')!r} is not {kResultSchema}; "
-                                 "re-run the point or convert the file")
+            if rec.get("schema_version") not in kReadableResultSchemas:
+                raise StoreError(f"{path}: schema_version {rec.get('schema_version')!r} is not one of "
+                                 f"{', '.join(kReadableResultSchemas)}; re-run the point or convert the file")
             rec["_path"] = str(path)
             yield rec
 
@@ -114,7 +129,7 @@ class Store:
             entries.append({"backend": rec["backend"], "experiment": rec["experiment"]["id"],
                             "point": rec["point"]["id"], "params": rec["point"]["params"],
                             "repeat": rec["point"]["repeat"], "status": rec["status"],
-                            "not_modeled": rec.get("not_modeled"),
+                            "not_modeled": rec.get(kNotModeled), "unsupported": rec.get(kUnsupported),
                             "headline": rec.get("headline"), "file": os.path.relpath(rec["_path"], self.root)})
         path = self.root / "index.json"
         atomic_write(path, json.dumps({"schema_version": kIndexSchema, "written": utc_now(), "points": entries},
@@ -133,7 +148,7 @@ class Store:
                 if k not in param_names:
                     param_names.append(k)
             base = {"point": rec["point"]["id"], "repeat": rec["point"]["repeat"], "status": rec["status"],
-                    "not_modeled": rec.get("not_modeled", "")}
+                    "not_modeled": rec.get(kNotModeled, ""), "unsupported": rec.get(kUnsupported, "")}
             base.update({kCsvParamsPrefix + k: v for k, v in rec["point"]["params"].items()})
             docs = [(r["role"], r["index"], r.get("document")) for r in rec.get("roles", [])]
             if rec.get("model_document") is not None:
@@ -150,7 +165,8 @@ class Store:
             if not wrote:
                 rows.append({**base, "role": "", "index": ""})
         path = self.experiment_dir(backend, experiment) / "results.csv"
-        fields = ["point", "repeat", "status", "not_modeled", *[kCsvParamsPrefix + k for k in param_names], "role", "index", *metric_names]
+        fields = ["point", "repeat", "status", kNotModeled, kUnsupported, *[kCsvParamsPrefix + k for k in param_names],
+                  "role", "index", *metric_names]
         tmp = path.with_name(".results.csv.tmp")
         with open(tmp, "w", newline="") as f:
             w = csv.DictWriter(f, fieldnames=fields, extrasaction="ignore")

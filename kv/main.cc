@@ -1,6 +1,8 @@
 // rdmalab-kv: parse, check, join the run, serve or drive the system, report. Every failure
 // ends here as one line "rdmalab-kv: error: ..." and a non-zero exit; peers learn of it
-// through the rendezvous so that they fail fast instead of waiting for their deadlines.
+// through the rendezvous so that they fail fast instead of waiting for their deadlines. What
+// the host cannot do (rdma/error.h Unsupported) ends as "rdmalab-kv: unsupported: ..." and
+// kExitUnsupported.
 #include <cstdio>
 #include <optional>
 
@@ -37,9 +39,8 @@ int Main(int argc, char** argv) {
     }
     return 0;
   } catch (const std::exception& error) {
-    if (session) session->ReportFailure(error.what());
-    std::fprintf(stderr, "rdmalab-kv: error: %s\n", error.what());
-    return kExitError;
+    if (session) session->ReportFailure(FailureReason(error));
+    return ExitAfter("rdmalab-kv", error);
   }
 }
 

@@ -16,7 +16,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 
 from harness.conclusions import same  # noqa: E402
 from harness.metrics import point_value  # noqa: E402
-from harness.store import kNotModeled  # noqa: E402
+from harness.store import kNotRun, not_run  # noqa: E402
 
 kDpi = 110
 kPanelInches = (5.2, 3.6)
@@ -52,13 +52,14 @@ class Table:
         p = self.plot
         groups: dict[tuple, list[float]] = collections.defaultdict(list)
         self.failed: dict[tuple, int] = collections.Counter()
-        self.not_modeled: dict[tuple, str] = {}   # (facet, series, x) -> the model's reason
+        # (facet, series, x) -> (what, reason) of points that did not run: not modeled, unsupported
+        self.not_run: dict[tuple, tuple[str, str]] = {}
         for rec in records:
             params = {**rec["point"]["params"], "repeat": rec["point"]["repeat"]}
             k = (params.get(p.get("facet")) if p.get("facet") else None, series_value(p, params), params.get(p.get("x")))
             v = point_value(rec, p.get("y", ""), p.get("role"), p.get("aggregate")) if p else None
-            if rec.get("status") == kNotModeled:
-                self.not_modeled[k] = rec.get("not_modeled") or "not modeled"
+            if (skipped := not_run(rec)) is not None:
+                self.not_run[k] = skipped
                 groups.setdefault(k, [])
             elif v is None:
                 self.failed[k] += 1
@@ -70,7 +71,7 @@ class Table:
             vals = groups[k]
             ref = self.reference_value(*k)
             self.rows.append({"facet": k[0], "series": k[1], "x": k[2], "n": len(vals), "failed": self.failed[k],
-                              "not_modeled": self.not_modeled.get(k),
+                              "not_run": self.not_run.get(k),
                               "mean": statistics.fmean(vals) if vals else None,
                               "stdev": statistics.stdev(vals) if len(vals) > 1 else (0.0 if vals else None),
                               "paper": ref})
@@ -87,8 +88,8 @@ class Table:
             if same(r["facet"], facet) and same(r["series"], series) and same(r["x"], x):
                 if r["mean"] is not None:
                     return r["mean"], ""
-                if r["not_modeled"]:
-                    return None, f"not modeled ({r['not_modeled']})"
+                if r["not_run"]:
+                    return None, f"{r['not_run'][0]} ({r['not_run'][1]})"
                 return None, f"{r['failed']} failed point(s)"
         return None, f"no {self.backend} point there"
 
@@ -100,14 +101,15 @@ class Table:
         """Who produced the values, for legends and tables: the backend, or the model's profile."""
         return f"model {self.profile}".strip() if self.backend == "model" else self.backend
 
-    def not_modeled_notes(self) -> list[str]:
+    def not_run_notes(self) -> list[str]:
         """One line per reason, naming the series (or points) it removed from the figure."""
-        by_reason: dict[str, list[str]] = collections.defaultdict(list)
-        for (_, series, x), reason in sorted(self.not_modeled.items(), key=lambda kv: tuple(_key(v) for v in kv[0])):
-            what = str(series) if series is not None else f"{self.plot.get('x')}={x}"
-            if what not in by_reason[reason]:
-                by_reason[reason].append(what)
-        return [f"not modeled: {', '.join(whats)}: {reason}" for reason, whats in by_reason.items()]
+        by_reason: dict[tuple[str, str], list[str]] = collections.defaultdict(list)
+        for (_, series, x), why in sorted(self.not_run.items(), key=lambda kv: tuple(_key(v) for v in kv[0])):
+            where = str(series) if series is not None else f"{self.plot.get('x')}={x}"
+            if where not in by_reason[why]:
+                by_reason[why].append(where)
+        on = "" if self.backend == "model" else f" on {self.label()}"
+        return [f"{what}{on}: {', '.join(wheres)}: {reason}" for (what, reason), wheres in by_reason.items()]
 
     def facets(self) -> list[Any]:
         return sorted({r["facet"] for r in self.rows}, key=_key)
@@ -264,7 +266,7 @@ def draw(fig_data: Figure, out_dir: pathlib.Path, stem: str) -> Optional[dict[st
     p = fig_data.plot
     facets = fig_data.facets()
     rows_all = [r for t in fig_data.tables for r in t.rows]
-    if not p or all(r["mean"] is None and r["not_modeled"] is None for r in rows_all):
+    if not p or all(r["mean"] is None and r["not_run"] is None for r in rows_all):
         return None  # nothing measured: the report lists the failures instead
     table_kind = p.get("kind") == "table"
     ncols = 1 if table_kind else 2
@@ -294,8 +296,9 @@ def draw(fig_data: Figure, out_dir: pathlib.Path, stem: str) -> Optional[dict[st
         for h, label in zip(*ax.get_legend_handles_labels()):
             legend.setdefault(label, h)
     fig.suptitle(textwrap.fill(fig_data.experiment.get("title", stem), int(width * kTitleCharsPerInch)), fontsize=10)
-    notes = fig_data.model.not_modeled_notes() if fig_data.model else []
-    # The series the model cannot predict are named with the reason, never drawn as guesses.
+    notes = [n for t in fig_data.tables for n in t.not_run_notes()]
+    # The points that did not run (not modeled, unsupported on this host) are named with the
+    # reason, never drawn as values.
     text = "\n".join(textwrap.fill(n, int(width * kNoteCharsPerInch)) for n in notes)
     note_lines = text.count("\n") + 1 if notes else 0
     legend_cols = 3 if ncols == 2 else 2
@@ -345,4 +348,4 @@ def _cell(t: Table, facet: Any, series: Any, x: Any) -> str:
     v, why = t.lookup(facet, series, x)
     if v is not None:
         return f"{v:.4g}"
-    return "not modeled" if why.startswith("not modeled") else "failed" if "failed" in why else ""
+    return next((what for what in kNotRun.values() if why.startswith(what)), "failed" if "failed" in why else "")

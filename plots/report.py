@@ -12,7 +12,7 @@ from typing import Any, Optional
 
 from harness import conclusions as concl
 from harness.experiment import parse as parse_experiment
-from harness.store import Store, kFinalStatuses, kNotModeled, utc_now
+from harness.store import Store, kFinalStatuses, kNotRun, utc_now
 from harness.yamlloc import ConfigError
 
 from .figures import Figure, Table, draw, series_name
@@ -59,7 +59,7 @@ def _data_table(fig: Figure) -> str:
     head = "".join(f"<th>{_e(h)}</th>" for h in (p.get("facet"), series_name(p), p.get("x")) if h)
     kinds = "".join(f"<th>{_e(t.label())} {_e(p.get('y'))} (mean)</th><th>stdev</th><th>n</th><th>failed</th>"
                     for t in fig.tables)
-    out = [f"<table><tr>{head}{kinds}<th>paper</th><th class=\"l\">not modeled</th></tr>"]
+    out = [f"<table><tr>{head}{kinds}<th>paper</th><th class=\"l\">did not run</th></tr>"]
     keys = sorted({(r["facet"], r["series"], r["x"]) for t in fig.tables for r in t.rows},
                   key=lambda k: tuple(figures_key(v) for v in k))
     for k in keys:
@@ -72,7 +72,8 @@ def _data_table(fig: Figure) -> str:
                 continue
             failed = f'<td class="failed">{r["failed"]}</td>' if r["failed"] else "<td>0</td>"
             cells += f"<td>{_num(r['mean'])}</td><td>{_num(r['stdev'])}</td><td>{r['n']}</td>{failed}"
-            reason = reason or r["not_modeled"] or ""
+            if r["not_run"] and not reason:
+                reason = f"{r['not_run'][0]}: {r['not_run'][1]}"
         paper = fig.tables[0].reference_value(*k)
         out.append(f"<tr>{cells}<td>{_num(paper)}</td><td class=\"l muted\">{_e(reason)}</td></tr>")
     out.append("</table>")
@@ -245,8 +246,8 @@ def write_report(store: Store, out_dir: Optional[pathlib.Path] = None,
 
 def _status_counts(records: list[dict[str, Any]]) -> str:
     ok = sum(1 for r in records if r["status"] == "ok")
-    not_modeled = sum(1 for r in records if r["status"] == kNotModeled)
-    return f"{ok}/{len(records)} ok" + (f", {not_modeled} not modeled" if not_modeled else "")
+    skipped = collections.Counter(r["status"] for r in records if r["status"] in kNotRun)
+    return f"{ok}/{len(records)} ok" + "".join(f", {n} {kNotRun[status]}" for status, n in sorted(skipped.items()))
 
 
 def _provenance(label: str, records: list[dict[str, Any]]) -> str:

@@ -53,6 +53,17 @@ void WriteDocument(bool out_json, const std::string& out_json_file, const nlohma
   if (!file) Fail("cannot write --out_json file '", out_json_file, "'");
 }
 
+int ExitAfter(const char* program, const std::exception& error) {
+  const bool unsupported = dynamic_cast<const Unsupported*>(&error) != nullptr;
+  std::fprintf(stderr, "%s: %s: %s\n", program, unsupported ? "unsupported" : "error", error.what());
+  return unsupported ? kExitUnsupported : kExitError;
+}
+
+std::string FailureReason(const std::exception& error) {
+  return dynamic_cast<const Unsupported*>(&error) != nullptr ? std::string("unsupported: ") + error.what()
+                                                              : std::string(error.what());
+}
+
 double CpuSeconds(bool user) {
   rusage usage{};
   getrusage(RUSAGE_SELF, &usage);

@@ -7,6 +7,7 @@
 
 #include <chrono>
 #include <condition_variable>
+#include <exception>
 #include <mutex>
 #include <string>
 #include <thread>
@@ -15,6 +16,7 @@ namespace rdmalab {
 
 constexpr int kExitError = 1;
 constexpr int kExitValidation = 2;
+constexpr int kExitUnsupported = 3;  // a valid request this host or provider cannot serve (rdma/error.h Unsupported)
 
 // The last line of defence for "nothing hangs": every wait has its own deadline, but a
 // call stuck inside a provider still ends the process shortly after --timeout.
@@ -36,6 +38,13 @@ class Watchdog {
 // stderr. A file name: the document there, the table on stdout.
 void WriteDocument(bool out_json, const std::string& out_json_file, const nlohmann::json& document,
                    const std::string& table);
+
+// The end of a program stopped by an exception: one line on stderr, "PROGRAM: error: ..."
+// and kExitError, or "PROGRAM: unsupported: ..." and kExitUnsupported for an Unsupported.
+int ExitAfter(const char* program, const std::exception& error);
+// What a program tells its peers through the rendezvous: the message, marked "unsupported: "
+// for an Unsupported so that theirs says why.
+std::string FailureReason(const std::exception& error);
 
 double CpuSeconds(bool user);  // this process's user or system CPU time so far
 // The "cpu" block of a document: user, system and wall seconds and their utilization.

@@ -135,11 +135,11 @@ QpPtr CreateQp(const Device& device, ibv_pd* pd, ibv_cq* send_cq, ibv_cq* recv_c
   const auto& attr = device.attr();
   const auto max_wr = static_cast<std::uint32_t>(attr.max_qp_wr);
   if (caps.send_depth > max_wr || caps.recv_depth > max_wr) {
-    Fail("queue depth ", std::max(caps.send_depth, caps.recv_depth), " exceeds ", device.name(),
-         "'s max_qp_wr ", max_wr);
+    FailUnsupported("queue depth ", std::max(caps.send_depth, caps.recv_depth), " exceeds ", device.name(),
+                    "'s max_qp_wr ", max_wr);
   }
   if (caps.send_sges > static_cast<std::uint32_t>(attr.max_sge)) {
-    Fail(caps.send_sges, " SGEs per WR exceed ", device.name(), "'s max_sge ", attr.max_sge);
+    FailUnsupported(caps.send_sges, " SGEs per WR exceed ", device.name(), "'s max_sge ", attr.max_sge);
   }
   ibv_qp_init_attr init{};
   init.send_cq = send_cq;
@@ -161,8 +161,8 @@ QpPtr CreateQp(const Device& device, ibv_pd* pd, ibv_cq* send_cq, ibv_cq* recv_c
              : "");
   }
   if (init.cap.max_inline_data < caps.inline_bytes) {
-    Fail("inline size ", caps.inline_bytes, " B exceeds what ", device.name(), " grants: ",
-         init.cap.max_inline_data, " B");
+    FailUnsupported("inline size ", caps.inline_bytes, " B exceeds what ", device.name(), " grants: ",
+                    init.cap.max_inline_data, " B");
   }
   return qp;
 }

@@ -1,6 +1,8 @@
 // rdmalab-bench: parse, check, join the run, measure, report. Every failure ends here as
 // one line "rdmalab-bench: error: ..." and a non-zero exit; peers learn of it through
-// the rendezvous so that they fail fast instead of waiting for their deadlines.
+// the rendezvous so that they fail fast instead of waiting for their deadlines. What the
+// host cannot do ends as "rdmalab-bench: unsupported: ..." and kExitUnsupported instead,
+// so that the harness tells a point this host cannot run from a broken one.
 #include <cstdio>
 #include <optional>
 
@@ -46,9 +48,8 @@ int Main(int argc, char** argv) {
     }
     return 0;
   } catch (const std::exception& error) {
-    if (session) session->ReportFailure(error.what());
-    std::fprintf(stderr, "rdmalab-bench: error: %s\n", error.what());
-    return kExitError;
+    if (session) session->ReportFailure(FailureReason(error));
+    return ExitAfter("rdmalab-bench", error);
   }
 }
 

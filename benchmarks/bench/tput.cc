@@ -26,15 +26,15 @@ namespace rdmalab::bench {
 namespace {
 
 // The NUMA node of the active side's source buffers (--numa): the device's, or another one.
-// A host with one node has nothing far from the device; that is an error, never a near run
-// reported as far.
+// A host with one node has nothing far from the device: the point is unsupported there,
+// never a near run reported as far.
 int SourceBufferNode(const Session& session) {
   const int device_node = DeviceNumaNode(session.device().name());
   if (session.options().numa != "far") return device_node;
   const int nodes = NumaNodeCount();
   if (nodes < 2) {
-    Fail("--numa far: this host has ", nodes, " NUMA node, so no memory is far from device ", session.device().name(),
-         "; the study needs a host with two or more nodes");
+    FailUnsupported("--numa far: this host has ", nodes, " NUMA node, so no memory is far from device ",
+                    session.device().name(), "; the study needs a host with two or more nodes");
   }
   return device_node <= 0 ? 1 : 0;
 }
@@ -194,8 +194,8 @@ void TputRun::Setup() {
       const std::size_t queues = plan_.qp_type == IBV_QPT_UD ? std::size_t(o.qp) : peers.size() * o.qp;
       const std::uint64_t cq_depth = queues * static_cast<std::uint64_t>(o.tx_depth);
       if (cq_depth > static_cast<std::uint64_t>(device.attr().max_cqe)) {
-        Fail(queues, " QPs x --tx-depth ", o.tx_depth, " = ", cq_depth, " CQ entries exceed ", device.name(),
-             "'s max_cqe ", device.attr().max_cqe, ": lower --tx-depth or --qp");
+        FailUnsupported(queues, " QPs x --tx-depth ", o.tx_depth, " = ", cq_depth, " CQ entries exceed ",
+                        device.name(), "'s max_cqe ", device.attr().max_cqe, ": lower --tx-depth or --qp");
       }
       thread.cq = CreateCq(device, static_cast<int>(cq_depth));
       for (std::size_t q = 0; q < queues; ++q) {

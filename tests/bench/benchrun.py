@@ -42,6 +42,10 @@ class Role:
     def error_lines(self) -> list[str]:
         return [line for line in self.stderr.splitlines() if line.startswith("rdmalab-bench: error:")]
 
+    @property
+    def unsupported_lines(self) -> list[str]:
+        return [line for line in self.stderr.splitlines() if line.startswith("rdmalab-bench: unsupported:")]
+
 
 @dataclasses.dataclass
 class Run:

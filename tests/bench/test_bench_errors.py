@@ -3,12 +3,17 @@ a non-zero exit, and no hang (every case ends well inside --timeout)."""
 
 from __future__ import annotations
 
+import os
+import re
 import subprocess
 import time
 
 import pytest
 
 import benchrun
+
+kExitError, kExitUnsupported = 1, 3  # rdma/program.h
+kNumaNodes = len([n for n in os.listdir("/sys/devices/system/node") if re.fullmatch(r"node\d+", n)])
 
 
 def run_alone(args: list[str], timeout_s: float = 20) -> benchrun.Role:
@@ -43,7 +48,7 @@ def single_error(role: benchrun.Role) -> str:
     (["tput", "--header-only", "--verb", "write"], ["--header-only needs --verb send"]),
     (["lat", "--verb", "read", "--lat-method", "pingpong"], ["only WRITE and SEND can ping-pong"]),
     (["lat", "--verb", "write", "--events"], ["-e/--events with --verb write ping-pong", "use --verb send"]),
-    (["tput", "--events"], ["-e/--events applies to lat only"]),
+    (["tput", "--events"], ["-e/--events applies to lat over RDMA only"]),
     (["tput", "-R"], ["-R/--rdma_cm connects a standalone lat run's QP", "mode tput"]),
     (["lat", "-R", "-c", "UD", "--verb", "send"], ["-R/--rdma_cm with -c UD"]),
     (["tput", "-D", "1", "-n", "5"], ["both given"]),
@@ -63,18 +68,33 @@ def test_bad_input(args: list[str], expected: list[str]) -> None:
     assert time.monotonic() - start < 10
 
 
-@pytest.mark.parametrize("args,expected", [
-    (["-I", "1024", "-s", "1024", "--verb", "write_inline"], ["inline 1024 B", "lower --inline_size"]),
-    (["-t", "20000"], ["queue depth 20000", "max_qp_wr 16384"]),
-])
-def test_device_limits(args: list[str], expected: list[str]) -> None:
-    """Limits only the device knows: the client (which creates the sending QPs) names them,
-    and the server learns of it through the rendezvous instead of waiting."""
-    run = benchrun.standalone("tput", args, timeout_s=30, bench_timeout_s=20)
+def test_device_refusing_a_qp_is_an_error() -> None:
+    """ibv_create_qp's EINVAL has more than one cause: an error with the likely one, not a limit."""
+    run = benchrun.standalone("tput", ["-I", "1024", "-s", "1024", "--verb", "write_inline"], timeout_s=30,
+                              bench_timeout_s=20)
     line = single_error(run.clients[0])
-    for fragment in expected:
-        assert fragment in line, line
+    assert "inline 1024 B" in line and "lower --inline_size" in line, line
+    assert run.clients[0].returncode == kExitError
     assert "client/0 failed" in single_error(run.server)
+    assert run.elapsed_s < 10
+
+
+@pytest.mark.parametrize("args,expected", [
+    (["-t", "20000"], ["queue depth 20000", "max_qp_wr 16384"]),
+    pytest.param(["--numa", "far"], ["--numa far: this host has 1 NUMA node, so no memory is far from device softnic1"],
+                 marks=pytest.mark.skipif(kNumaNodes != 1, reason=f"{kNumaNodes} NUMA nodes: far memory exists")),
+])
+def test_host_limits_are_unsupported(args: list[str], expected: list[str]) -> None:
+    """Valid requests this host or device cannot serve: the client (which creates the sending QPs
+    and buffers) exits kExitUnsupported with one line naming the limit, and the server learns of it
+    through the rendezvous instead of waiting."""
+    run = benchrun.standalone("tput", args, timeout_s=30, bench_timeout_s=20)
+    client = run.clients[0]
+    assert client.returncode == kExitUnsupported, client.stderr
+    assert client.error_lines == [] and len(client.unsupported_lines) == 1, client.stderr
+    for fragment in expected:
+        assert fragment in client.unsupported_lines[0], client.stderr
+    assert "client/0 failed: unsupported: " in single_error(run.server)
     assert run.elapsed_s < 10
 
 

@@ -4,7 +4,9 @@ rendezvous protocol and prints a bench-shaped document, so the harness is tested
 (real processes, real sockets, real process groups) without RDMA.
 
 Extra flags for failure tests (harness passes them through like any parameter):
-  --fake_behavior=ok|crash|hang|fail|garbage   what the process of --fake_target (ROLE/INDEX) does
+  --fake_behavior=ok|crash|hang|fail|garbage|unsupported   what the process of --fake_target (ROLE/INDEX) does
+                                                 (unsupported: tells the rendezvous, then exits 3 a little
+                                                 after its peers have failed, as a slow real one may)
   --fake_target=client/0                         which process misbehaves (default client/0)
   --fake_pid_dir=DIR                             every process (and its helper child) writes its pid there
 """
@@ -58,7 +60,7 @@ class Rv:
         reply = json.loads(self.f.readline() or b'{"ok": false, "error": "rendezvous closed"}')
         if not reply.get("ok"):
             sys.stderr.write(f"rdmalab-bench: error: rendezvous {msg['op']}: {reply.get('error')}\n")
-            sys.exit(3)
+            sys.exit(1)
         return reply
 
 
@@ -93,6 +95,12 @@ def main():
         rv.call({"op": "fail", "reason": "ibv_create_qp: Cannot allocate memory (fake)"})
         sys.stderr.write("rdmalab-bench: error: ibv_create_qp: Cannot allocate memory (fake)\n")
         sys.exit(1)
+    if misbehave == "unsupported":
+        reason = "--numa far: this host has 1 NUMA node (fake)"
+        rv.call({"op": "fail", "reason": f"unsupported: {reason}"})
+        time.sleep(0.1)
+        sys.stderr.write(f"rdmalab-bench: unsupported: {reason}\n")
+        sys.exit(3)
     if misbehave == "hang":
         # Ignores SIGTERM and leaves a helper child, so only a group SIGKILL ends both.
         signal.signal(signal.SIGTERM, signal.SIG_IGN)

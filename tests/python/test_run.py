@@ -39,7 +39,7 @@ def test_local_run_stores_points_index_csv_and_report(tmp_path, exp_dir):
     recs = load_points(out, "softnic", "two")
     assert len(recs) == 6 and all(x["status"] == "ok" for x in recs)
     rec = recs[0]
-    assert rec["schema_version"] == "rdmalab-result/1"
+    assert rec["schema_version"] == "rdmalab-result/2"
     assert kProvenanceKeys <= set(rec["provenance"]), kProvenanceKeys - set(rec["provenance"])
     assert rec["experiment"]["sha256"] and rec["experiment"]["file"] == str(exp)
     assert [h["device"] for h in rec["provenance"]["hosts"]] == ["softnic0", "softnic1", "softnic2"]
