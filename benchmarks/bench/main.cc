@@ -24,7 +24,7 @@ int Main(int argc, char** argv) {
     const Mode& mode = ModeFor(options);
     if (options.events && (options.mode != "lat" || options.stack != "rdma")) {
       Fail("-e/--events applies to lat over RDMA only (mode ", options.mode, ", --stack ", options.stack,
-           " has no completion queue to wait on)");
+           "): other modes and the socket stacks always poll");
     }
     if (options.rdma_cm && (options.mode != "lat" || options.stack != "rdma" || !options.rendezvous.empty())) {
       Fail("-R/--rdma_cm connects a standalone lat run's QP for now (mode ", options.mode,

@@ -530,8 +530,12 @@ int rdma_establish(rdma_cm_id* cm_id) {
   if (id->state != State::kConnecting) return Fail(EINVAL);
   Message rtu{};
   rtu.type = MessageType::kRtu;
-  if (Send(id, rtu) != 0) return -1;
+  // Established before the RTU leaves, so that a DREQ right behind it finds the state.
   id->state = State::kEstablished;
+  if (Send(id, rtu) != 0) {
+    id->state = State::kConnecting;
+    return -1;
+  }
   id->deadline_ms = 0;
   return 0;
 }
@@ -553,14 +557,22 @@ int rdma_accept(rdma_cm_id* cm_id, rdma_conn_param* param) {
   FillLocal(id, &rep);
   id->local = rep;
   if (!ud && cm_id->qp != nullptr && MoveQpToRts(id, id->peer, false) != 0) return -1;
-  if (Send(id, rep) != 0) return -1;
   if (ud) {
+    if (Send(id, rep) != 0) return -1;
     CloseSocket(id);
     id->state = State::kEstablished;
     return 0;
   }
-  id->state = State::kAccepted;
+  // Accepted before the REP leaves: the peer's RTU may be read by another thread pumping
+  // the channel at once, and an RTU that found kRequested would be dropped (the connection
+  // would never be established).
   id->deadline_ms = NowMs() + kConnectTimeoutMs;
+  id->state = State::kAccepted;
+  if (Send(id, rep) != 0) {
+    id->deadline_ms = 0;
+    id->state = State::kRequested;
+    return -1;
+  }
   return id->sync ? WaitFor(id, RDMA_CM_EVENT_ESTABLISHED) : 0;
 }
 

@@ -16,6 +16,7 @@
 
 #include <cstdint>
 #include <deque>
+#include <atomic>
 #include <mutex>
 #include <string>
 #include <vector>
@@ -66,13 +67,15 @@ struct Id {
   Channel* owner = nullptr;         // the channel its events go to
   Id* listener = nullptr;           // a passive id's listener (its REQ has not come yet while kIdle)
   bool sync = false;                // created without a channel: its calls block (rdma_create_ep)
-  State state = State::kIdle;
+  // Atomic: the program's calls (rdma_accept, ...) and the thread that pumps the channel's
+  // events (rdma_get_cm_event, often another thread, as rping's) both move it.
+  std::atomic<State> state{State::kIdle};
   int device = -1;                  // softnic device index, -1 before binding/resolution
   int socket = -1;                  // listener, or the connection to the peer
   std::string listen_path;          // a listener's socket path, unlinked on destroy
   Message peer{};                   // the peer's REQ (passive) or REP (active)
   Message local{};                  // what this side sent: its resources and retry counts
-  int64_t deadline_ms = 0;          // connect timeout (monotonic ms), 0: none
+  std::atomic<int64_t> deadline_ms{0};  // connect timeout (monotonic ms), 0: none
   ibv_qp_init_attr* ep_qp_init = nullptr;  // rdma_create_ep's QP attributes for rdma_get_request
   bool own_cqs = false;             // rdma_create_qp made the CQs and channels
   bool own_pd = false;
