@@ -62,6 +62,10 @@ ECHO_CASES = {
     "write/write-rc": ["--request", "write", "--response", "write", "--response-connection", "RC"],
     "send-ud/send-ud": ["--request", "send", "--response", "send", "--response-connection", "UD", "-c", "UD"],
     "write/send-ud-prefetch": ["--accesses", "4", "--prefetch", "--table-mb", "8", "--threads", "2"],
+    # -R: each client's request and response QPs connected through rdma_cm
+    "write/write-rc-rdma-cm": ["--request", "write", "--response", "write", "--response-connection", "RC", "-R"],
+    "send-uc/write-uc-rdma-cm": ["--request", "send", "--response", "write", "--response-connection", "UC", "-c", "UC",
+                                "-R"],
 }
 
 
