@@ -220,9 +220,9 @@ void SequencerRun::SetupServer() {
       links.push_back({peer, 0, client_qps_.back().get()});
     }
   }
-  session_.ConnectQps(links, static_cast<std::uint8_t>(std::clamp(device.attr().max_qp_rd_atom, 1, 16)));
   if (design_ != Design::kAtomics) endpoints["workers"] = CreateWorkers();
   session_.Put("endpoints", endpoints);
+  session_.ConnectQps(links, static_cast<std::uint8_t>(std::clamp(device.attr().max_qp_rd_atom, 1, 16)));
   response_qpns_.resize(clients_count_);
   for (std::uint32_t c = 0; c < clients_count_; ++c) {
     if (design_ == Design::kAtomics) continue;

@@ -109,6 +109,17 @@ def test_tput_alltoall_under_rendezvous(verb: str, rdma_cm: bool) -> None:
     assert aggregate["ops"] == sum(d["results"][0]["ops"] for d in documents[1:]) + documents[0]["results"][0]["per_peer"][0]["ops"]
 
 
+def test_tput_rdma_cm_under_the_coordinator() -> None:
+    """-R under the coordinator: the server publishes where it listens through the
+    rendezvous; 2 clients x 2 QPs connect through rdma_cm."""
+    run = benchrun.coordinated("tput", ["--verb", "write", "-q", "2", "-R", "-p", str(benchrun.free_port()), *SHORT,
+                                        "--validate"], roles=[("server", 1), ("client", 2)])
+    server, *clients = check_documents(run)
+    row = server["results"][0]
+    assert [p["peer"] for p in row["per_peer"]] == ["client/0", "client/1"]
+    assert row["ops"] == sum(c["results"][0]["ops"] for c in clients)
+
+
 @pytest.mark.parametrize("verb,counters,rdma_cm", [("faa", 1, False), ("faa", 64, False), ("cas", 1, False),
                                                    ("cas", 16, False), ("cas", 4, False), ("faa", 16, True),
                                                    ("cas", 4, True)])
