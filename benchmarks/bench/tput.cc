@@ -115,7 +115,7 @@ class TputRun {
 
  private:
   void Setup();
-  void ConnectActive(const json& endpoints_of_peers);
+  void TargetPeers(const json& endpoints_of_peers);
   void RunActive(ActiveThread& thread, int index, std::uint32_t size);
   void PrepareBatch(ActiveThread& thread, const Target& target, std::uint32_t size, int count);
   void PostBatch(ActiveThread& thread, Target& target, SendQueue& queue, std::uint32_t size, int count,
@@ -239,11 +239,11 @@ void TputRun::Setup() {
       }
     }
   }
-  if (plan_.active) ConnectActive(peer_endpoints);
+  if (plan_.active) TargetPeers(peer_endpoints);
   session_.Barrier("connected");
 }
 
-void TputRun::ConnectActive(const json& endpoints_of_peers) {
+void TputRun::TargetPeers(const json& endpoints_of_peers) {
   const Options& o = session_.options();
   const auto peers = session_.PeerNames();
   std::vector<RemoteRegion> regions;
