@@ -33,6 +33,10 @@ constexpr std::uint32_t kMaxWindow = 1u << kImmClientShift;
 constexpr int kMaxClients = 1 << (32 - kImmClientShift);
 constexpr std::uint64_t kStopCheckMask = 0x3FF;  // spins between looks at the stop flag and the deadline
 constexpr std::uint64_t kFree = ~std::uint64_t{0};
+// The QP pairs between the server and a client (Session::ConnectQps); echo has no READ or atomic.
+constexpr std::uint32_t kRequestLink = 0;
+constexpr std::uint32_t kResponseLink = 1;
+constexpr std::uint8_t kEchoRdAtomic = 1;
 static_assert(kPrefetchDepth >= 1, "the pipeline holds at least the request being prefetched");
 
 std::uint8_t Marker(std::uint64_t seq) { return static_cast<std::uint8_t>(seq % 255 + 1); }
@@ -210,12 +214,13 @@ void EchoRun::SetupServer() {
       const std::string& peer = peers[c];
       client.request_qp = CreateQp(device, session_.pd(), thread.send_cq.get(), thread.recv_cq.get(),
                                    Caps(shape_.request_type, connected_send_depth, shape_.request_write ? 1 : window));
-      if (shape_.request_type == IBV_QPT_UD) ActivateUdQp(client.request_qp.get(), device, 0);
-      endpoints["request"][peer] = ToJson(Endpoint{client.request_qp->qp_num, 0, session_.address()});
+      if (shape_.request_type == IBV_QPT_UD) {
+        ActivateUdQp(client.request_qp.get(), device, 0);
+        endpoints["request"][peer] = ToJson(Endpoint{client.request_qp->qp_num, 0, session_.address()});
+      }
       if (shape_.response_type != IBV_QPT_UD && !shape_.shared_qp) {
         client.response_qp = CreateQp(device, session_.pd(), thread.send_cq.get(), thread.recv_cq.get(),
                                       Caps(shape_.response_type, connected_send_depth, 1));
-        endpoints["response"][peer] = ToJson(Endpoint{client.response_qp->qp_num, 0, session_.address()});
       }
       if (shape_.response_type != IBV_QPT_UD) {
         ibv_qp* qp = shape_.shared_qp ? client.request_qp.get() : client.response_qp.get();
@@ -233,18 +238,15 @@ void EchoRun::ConnectClients() {
   const Device& device = session_.device();
   const auto peers = session_.PeerNames();
   const std::uint32_t window = shape_.window;
-  constexpr std::uint8_t rd_atomic = 1;  // echo has no READ or atomic
+  std::vector<QpLink> links;
+  for (std::uint32_t c = 0; c < clients_.size(); ++c) {
+    if (shape_.request_type != IBV_QPT_UD) links.push_back({peers[c], kRequestLink, clients_[c].request_qp.get()});
+    if (clients_[c].response_qp) links.push_back({peers[c], kResponseLink, clients_[c].response_qp.get()});
+  }
+  session_.ConnectQps(links, kEchoRdAtomic);
   for (std::uint32_t c = 0; c < clients_.size(); ++c) {
     ServerClient& client = clients_[c];
     const json theirs = session_.Get(peers[c], "endpoints");
-    if (shape_.request_type != IBV_QPT_UD) {
-      ConnectQp(client.request_qp.get(), device, session_.address(), EndpointFromJson(theirs.at("request")), 0,
-                rd_atomic);
-    }
-    if (client.response_qp) {
-      ConnectQp(client.response_qp.get(), device, session_.address(), EndpointFromJson(theirs.at("response")), 0,
-                rd_atomic);
-    }
     if (shape_.response_type == IBV_QPT_UD) {
       const Endpoint remote = EndpointFromJson(theirs.at("ud"));
       client.ah = CreateAh(session_.pd(), device, session_.address(), remote.address);
@@ -281,22 +283,18 @@ void EchoRun::SetupClient() {
   if (shape_.request_type != IBV_QPT_UD) {
     request_qp_ = CreateQp(device, session_.pd(), client_send_cq_.get(), client_recv_cq_.get(),
                            Caps(shape_.request_type, send_depth, shape_.shared_qp && !shape_.response_write ? window : 1));
-    endpoints["request"] = ToJson(Endpoint{request_qp_->qp_num, 0, session_.address()});
   }
   if (shape_.response_type != IBV_QPT_UD && !shape_.shared_qp) {
     response_qp_ = CreateQp(device, session_.pd(), client_send_cq_.get(), client_recv_cq_.get(),
                             Caps(shape_.response_type, 1, window));
-    endpoints["response"] = ToJson(Endpoint{response_qp_->qp_num, 0, session_.address()});
   }
   session_.Put("endpoints", endpoints);
   const json theirs = session_.Get("server/0", "endpoints");
   const std::string self = SelfName(session_);
-  if (request_qp_) {
-    ConnectQp(request_qp_.get(), device, session_.address(), EndpointFromJson(theirs.at("request").at(self)), 0, 1);
-  }
-  if (response_qp_) {
-    ConnectQp(response_qp_.get(), device, session_.address(), EndpointFromJson(theirs.at("response").at(self)), 0, 1);
-  }
+  std::vector<QpLink> links;
+  if (request_qp_) links.push_back({"server/0", kRequestLink, request_qp_.get()});
+  if (response_qp_) links.push_back({"server/0", kResponseLink, response_qp_.get()});
+  session_.ConnectQps(links, kEchoRdAtomic);
   if (shape_.request_type == IBV_QPT_UD) {
     const Endpoint remote = EndpointFromJson(theirs.at("request").at(self));
     server_ah_ = CreateAh(session_.pd(), device, session_.address(), remote.address);

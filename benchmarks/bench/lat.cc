@@ -19,7 +19,6 @@
 #include "benchmarks/bench/modeled_pcie.h"
 #include "benchmarks/bench/modes.h"
 #include "benchmarks/bench/tput_plan.h"
-#include "rdma/cm_connect.h"
 #include "rdma/connect.h"
 #include "rdma/error.h"
 
@@ -45,7 +44,6 @@ class LatRun {
 
  private:
   void Setup();
-  Endpoint ExchangeEndpoints(const Endpoint& local, std::uint8_t rd_atomic);
   void PrepareWr(ibv_wr_opcode opcode, std::uint32_t size);
   void Post(ibv_wr_opcode opcode, std::uint32_t size, std::uint64_t iteration, bool signaled);
   void PostRecv(std::uint32_t slot);
@@ -65,7 +63,6 @@ class LatRun {
   ibv_qp_type qp_type_ = IBV_QPT_RC;
   std::uint32_t slot_bytes_ = 0;
   std::uint32_t inline_threshold_ = 0;
-  std::unique_ptr<CmConnection> cm_;  // -R/--rdma_cm only: disconnects at the end of the run
   CompChannelPtr channel_;  // -e/--events only; declared before the CQs that report to it
   CqPtr send_cq_, recv_cq_;
   QpPtr qp_;
@@ -111,42 +108,17 @@ void LatRun::Setup() {
   const std::string peer = session_.PeerNames().at(0);
   remote_ = RemoteRegion::FromJson(session_.Get(peer, "region"));
   const auto rd_atomic = static_cast<std::uint8_t>(std::clamp(device.attr().max_qp_rd_atom, 1, 16));
-  const Endpoint remote = ExchangeEndpoints(Endpoint{qp_->qp_num, 0, session_.address()}, rd_atomic);
   if (qp_type_ == IBV_QPT_UD) {
+    session_.Put("endpoint", ToJson(Endpoint{qp_->qp_num, 0, session_.address()}));
+    const Endpoint remote = EndpointFromJson(session_.Get(peer, "endpoint"));
     ActivateUdQp(qp_.get(), device, 0);
     ah_ = CreateAh(session_.pd(), device, session_.address(), remote.address);
     remote_qpn_ = remote.qpn;
+  } else {
+    session_.ConnectQps({{peer, 0, qp_.get()}}, rd_atomic);
   }
   for (std::uint32_t slot = 0; slot < kRecvDepth; ++slot) PostRecv(slot);
   session_.Barrier("connected");
-}
-
-// The peer's endpoint; an RC/UC QP leaves connected. Through the rendezvous, or with -R
-// through rdma_cm (each side moves its QP between the REQ and the REP/RTU, as rdma_cm's
-// external-QP flow asks).
-Endpoint LatRun::ExchangeEndpoints(const Endpoint& local, std::uint8_t rd_atomic) {
-  const Device& device = session_.device();
-  if (!o_.rdma_cm) {
-    session_.Put("endpoint", ToJson(local));
-    const Endpoint remote = EndpointFromJson(session_.Get(session_.PeerNames().at(0), "endpoint"));
-    if (qp_type_ != IBV_QPT_UD) ConnectQp(qp_.get(), device, session_.address(), remote, 0, rd_atomic);
-    return remote;
-  }
-  cm_ = std::make_unique<CmConnection>();
-  const auto port = static_cast<std::uint16_t>(o_.port);
-  if (session_.role() == "server") {
-    cm_->Listen(port);
-    session_.Barrier("rdma_cm listening");
-    const Endpoint remote = cm_->WaitRequest(session_.deadline_ns());
-    ConnectQp(qp_.get(), device, session_.address(), remote, 0, rd_atomic);
-    cm_->Accept(local, session_.deadline_ns());
-    return remote;
-  }
-  session_.Barrier("rdma_cm listening");
-  const Endpoint remote = cm_->Connect(o_.server_host, port, local, session_.deadline_ns());
-  ConnectQp(qp_.get(), device, session_.address(), remote, 0, rd_atomic);
-  cm_->Establish();
-  return remote;
 }
 
 void LatRun::PostRecv(std::uint32_t slot) {
@@ -453,9 +425,6 @@ void CheckLat(Options& options) {
   if (options.events && options.lat_method == "pingpong" && kind != VerbKind::kSend) {
     Fail("-e/--events with --verb ", options.verb, " ping-pong: a WRITE ping-pong sees the peer's message by its ",
          "last byte, not by a completion; use --verb send (or --lat-method completion)");
-  }
-  if (options.rdma_cm && options.connection == "UD") {
-    Fail("-R/--rdma_cm with -c UD: -R connects RC and UC QPs (UD needs no connection)");
   }
   if (options.header_only) Fail("--header-only is a tput option; lat measures payload-carrying operations");
   if (options.peers != 1) Fail("lat measures one client against one server: --peers ", options.peers, " must be 1");

@@ -26,9 +26,11 @@ int Main(int argc, char** argv) {
       Fail("-e/--events applies to lat over RDMA only (mode ", options.mode, ", --stack ", options.stack,
            "): other modes and the socket stacks always poll");
     }
-    if (options.rdma_cm && (options.mode != "lat" || options.stack != "rdma" || !options.rendezvous.empty())) {
-      Fail("-R/--rdma_cm connects a standalone lat run's QP for now (mode ", options.mode,
-           options.rendezvous.empty() ? "" : ", under the coordinator", ")");
+    if (options.rdma_cm && options.stack != "rdma") {
+      Fail("-R/--rdma_cm connects QPs: it applies to --stack rdma only (not ", options.stack, ")");
+    }
+    if (options.rdma_cm && options.connection == "UD") {
+      Fail("-R/--rdma_cm with -c UD: -R connects RC and UC QPs (UD needs no connection)");
     }
     mode.check(options);
     Watchdog watchdog("rdmalab-bench", options.timeout_s);

@@ -51,7 +51,7 @@ const std::vector<Flag>& Flags() {
        "lat: sleep on a completion channel (ibv_req_notify_cq, ibv_get_cq_event) instead of polling",
        SWITCH_FLAG(events)},
       {"rdma_cm", 'R', nullptr, true,
-       "lat: connect the QP through rdma_cm (REQ/REP/RTU on the rendezvous port; standalone RC/UC runs)",
+       "connect every RC/UC QP through rdma_cm (REQ/REP/RTU; the server listens on --port, node i on --port + i)",
        SWITCH_FLAG(rdma_cm)},
       {"request", 0, "VERB", true, "echo request verb: write | send", CHOICE_FLAG(request, "write", "send")},
       {"response", 0, "VERB", true, "echo response verb: write | send", CHOICE_FLAG(response, "write", "send")},

@@ -43,7 +43,7 @@ struct Options {
   std::string direction = "inbound";
   std::string lat_method;   // empty: the verb's default
   bool events = false;      // lat: sleep on a completion channel instead of polling
-  bool rdma_cm = false;     // lat: connect the QP through rdma_cm (standalone runs)
+  bool rdma_cm = false;     // connect every RC/UC QP through rdma_cm
   // echo
   std::string request = "write";
   std::string response = "send";

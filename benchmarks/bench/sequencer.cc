@@ -206,9 +206,10 @@ void SequencerRun::SetupServer() {
   const std::uint64_t slots = std::uint64_t{workers_count_} * clients_count_ * window_;
   exposed_ = MakeRegion(session_, std::max<std::uint64_t>(4096, IsHerd(design_) ? slots * kRequestSlotBytes : 8));
   session_.Put("region", exposed_.Describe());
-  json endpoints = {{"workers", json::array()}, {"clients", json::object()}};
+  json endpoints = {{"workers", json::array()}};
   // HERD: one UC QP per client (the initializer's); atomics: one RC QP per client.
   const ibv_qp_type connected = design_ == Design::kAtomics ? IBV_QPT_RC : IBV_QPT_UC;
+  std::vector<QpLink> links;
   if (IsHerd(design_) || design_ == Design::kAtomics) {
     idle_cq_ = CreateCq(device, static_cast<int>(2 * clients_count_));
     for (const auto& peer : peers) {
@@ -216,19 +217,16 @@ void SequencerRun::SetupServer() {
       caps.type = connected;
       caps.send_depth = caps.recv_depth = 1;
       client_qps_.push_back(CreateQp(device, session_.pd(), idle_cq_.get(), idle_cq_.get(), caps));
-      endpoints["clients"][peer] = ToJson(Endpoint{client_qps_.back()->qp_num, 0, session_.address()});
+      links.push_back({peer, 0, client_qps_.back().get()});
     }
   }
   if (design_ != Design::kAtomics) endpoints["workers"] = CreateWorkers();
   session_.Put("endpoints", endpoints);
+  session_.ConnectQps(links, static_cast<std::uint8_t>(std::clamp(device.attr().max_qp_rd_atom, 1, 16)));
   response_qpns_.resize(clients_count_);
   for (std::uint32_t c = 0; c < clients_count_; ++c) {
-    const json theirs = session_.Get(peers[c], "endpoints");
-    if (!client_qps_.empty()) {
-      ConnectQp(client_qps_[c].get(), device, session_.address(), EndpointFromJson(theirs.at("connected")), 0,
-                static_cast<std::uint8_t>(std::clamp(device.attr().max_qp_rd_atom, 1, 16)));
-    }
     if (design_ == Design::kAtomics) continue;
+    const json theirs = session_.Get(peers[c], "endpoints");
     for (std::uint32_t w = 0; w < workers_count_; ++w) {
       const Endpoint remote = EndpointFromJson(theirs.at("queues").at(w));
       if (w == 0) ahs_.push_back(CreateAh(session_.pd(), device, session_.address(), remote.address));
@@ -258,7 +256,6 @@ void SequencerRun::SetupClient() {
     caps.recv_depth = 1;
     caps.inline_bytes = inline_bytes_;
     request_qp_ = CreateQp(device, session_.pd(), send_cq_.get(), recv_cq_.get(), caps);
-    endpoints["connected"] = ToJson(Endpoint{request_qp_->qp_num, 0, session_.address()});
     rings_.push_back({request_qp_.get(), 0, send_depth, design_ == Design::kAtomics ? 1u : cq_mod});
   }
   for (std::uint32_t w = 0; w < queues; ++w) {
@@ -275,10 +272,9 @@ void SequencerRun::SetupClient() {
   session_.Put("endpoints", endpoints);
   const json theirs = session_.Get("server/0", "endpoints");
   remote_ = RemoteRegion::FromJson(session_.Get("server/0", "region"));
-  if (request_qp_) {
-    ConnectQp(request_qp_.get(), device, session_.address(), EndpointFromJson(theirs.at("clients").at(SelfName(session_))),
-              0, static_cast<std::uint8_t>(std::clamp(device.attr().max_qp_rd_atom, 1, 16)));
-  }
+  std::vector<QpLink> links;
+  if (request_qp_) links.push_back({"server/0", 0, request_qp_.get()});
+  session_.ConnectQps(links, static_cast<std::uint8_t>(std::clamp(device.attr().max_qp_rd_atom, 1, 16)));
   if (design_ == Design::kSpec) {
     for (std::uint32_t w = 0; w < workers_count_; ++w) {
       const Endpoint remote = EndpointFromJson(theirs.at("workers").at(w).at(static_cast<std::size_t>(session_.index())));

@@ -121,9 +121,7 @@ void SgbatchRun::Setup() {
   recv_pool_ = PacketPool(session_, recv_batches_, k_, size_, seed);
   if (!session_.is_server()) send_pool_ = PacketPool(session_, window_, k_, size_, seed + 1);
   batch_of_send_.assign(send_depth, 0);
-  session_.Put("endpoint", ToJson(Endpoint{qp_->qp_num, 0, session_.address()}));
-  const Endpoint remote = EndpointFromJson(session_.Get(session_.PeerNames().at(0), "endpoint"));
-  ConnectQp(qp_.get(), device, session_.address(), remote, 0, 1);
+  session_.ConnectQps({{session_.PeerNames().at(0), 0, qp_.get()}}, 1);
   for (std::uint32_t batch = 0; batch < recv_batches_; ++batch) PostRecv(batch);
 }
 

@@ -25,6 +25,12 @@
 namespace rdmalab::bench {
 namespace {
 
+// The number both ends give the QP pair of `active`'s lane towards `passive`: in all-to-all
+// two nodes have a pair per lane in each direction.
+std::uint32_t TputLink(const std::string& active, const std::string& passive, std::uint32_t lane) {
+  return lane * 2 + (active < passive ? 0 : 1);
+}
+
 // The NUMA node of the active side's source buffers (--numa): the device's, or another one.
 // A host with one node has nothing far from the device: the point is unsupported there,
 // never a near run reported as far.
@@ -109,7 +115,7 @@ class TputRun {
 
  private:
   void Setup();
-  void ConnectActive(const json& endpoints_of_peers);
+  void TargetPeers(const json& endpoints_of_peers);
   void RunActive(ActiveThread& thread, int index, std::uint32_t size);
   void PrepareBatch(ActiveThread& thread, const Target& target, std::uint32_t size, int count);
   void PostBatch(ActiveThread& thread, Target& target, SendQueue& queue, std::uint32_t size, int count,
@@ -150,6 +156,8 @@ void TputRun::Setup() {
   caps.send_sges = static_cast<std::uint32_t>(o.sge);
   caps.inline_bytes = plan_.max_inline_bytes;
   json endpoints = json::object();
+  std::vector<QpLink> links;
+  const std::string self = SelfName(session_);
 
   // Passive receive side: one QP per (source peer, lane) when connected; per thread x qp for UD.
   if (plan_.passive) {
@@ -175,11 +183,12 @@ void TputRun::Setup() {
       PassiveThread& thread = passive_[q % passive_.size()];
       passive_qps_.push_back(CreateQp(device, session_.pd(), thread.cq.get(), thread.cq.get(), passive_caps));
       thread.qps.push_back(passive_qps_.back().get());
-      const Endpoint endpoint{passive_qps_.back()->qp_num, static_cast<std::uint32_t>(q), session_.address()};
       if (plan_.qp_type == IBV_QPT_UD) {
-        passive_endpoints["ud"].push_back(ToJson(endpoint));
+        passive_endpoints["ud"].push_back(ToJson(Endpoint{passive_qps_.back()->qp_num, 0, session_.address()}));
       } else {
-        passive_endpoints[peers[q / plan_.lanes]].push_back(ToJson(endpoint));
+        const std::string& peer = peers[q / plan_.lanes];
+        links.push_back({peer, TputLink(peer, self, static_cast<std::uint32_t>(q % plan_.lanes)),
+                         passive_qps_.back().get()});
       }
     }
     endpoints["passive"] = passive_endpoints;
@@ -188,7 +197,6 @@ void TputRun::Setup() {
   // Active send side: per thread, qp QPs per peer (connected) or qp UD QPs shared by all peers.
   if (plan_.active) {
     active_.resize(static_cast<std::size_t>(o.threads));
-    json active_endpoints = json::object();
     for (std::size_t t = 0; t < active_.size(); ++t) {
       ActiveThread& thread = active_[t];
       const std::size_t queues = plan_.qp_type == IBV_QPT_UD ? std::size_t(o.qp) : peers.size() * o.qp;
@@ -205,31 +213,20 @@ void TputRun::Setup() {
         queue.signaled_post_tsc.resize(std::bit_ceil(std::uint64_t(o.tx_depth / o.cq_mod + 2)));
         queue.until_signal = static_cast<std::uint32_t>(o.cq_mod);
         const std::uint32_t lane = static_cast<std::uint32_t>(t * o.qp + q % o.qp);
-        const Endpoint endpoint{queue.qp->qp_num, lane, session_.address()};
-        if (plan_.qp_type == IBV_QPT_UD) {
-          active_endpoints["ud"].push_back(ToJson(endpoint));
-        } else {
-          active_endpoints[peers[q / o.qp]].push_back(ToJson(endpoint));
-        }
+        if (plan_.qp_type != IBV_QPT_UD) links.push_back({peers[q / o.qp], TputLink(self, peers[q / o.qp], lane), queue.qp});
       }
       const std::uint64_t local_slots = queues * plan_.slots_per_lane;
       thread.local = MakeRegionOnNode(session_, std::max<std::uint64_t>(local_slots * plan_.local_stride, kPageBytes),
                                       o.use_hugepages, SourceBufferNode(session_));
       if (plan_.kind == VerbKind::kCas) thread.cas_guess.assign(static_cast<std::size_t>(o.counters), 0);
     }
-    endpoints["active"] = active_endpoints;
   }
   session_.Put("endpoints", endpoints);
 
   json peer_endpoints = json::object();
   for (const auto& peer : peers) peer_endpoints[peer] = session_.Get(peer, "endpoints");
-  if (plan_.passive && plan_.qp_type != IBV_QPT_UD) {
-    for (std::size_t q = 0; q < passive_qps_.size(); ++q) {
-      const std::string& peer = peers[q / plan_.lanes];
-      const json& theirs = peer_endpoints[peer].at("active").at(SelfName(session_));
-      ConnectQp(passive_qps_[q].get(), session_.device(), session_.address(),
-                EndpointFromJson(theirs.at(q % plan_.lanes)), static_cast<std::uint32_t>(q), plan_.max_rd_atomic);
-    }
+  if (plan_.qp_type != IBV_QPT_UD) {
+    session_.ConnectQps(links, plan_.max_rd_atomic);
   } else if (plan_.passive) {
     for (std::size_t q = 0; q < passive_qps_.size(); ++q) {
       ActivateUdQp(passive_qps_[q].get(), session_.device(), static_cast<std::uint32_t>(q));
@@ -242,11 +239,11 @@ void TputRun::Setup() {
       }
     }
   }
-  if (plan_.active) ConnectActive(peer_endpoints);
+  if (plan_.active) TargetPeers(peer_endpoints);
   session_.Barrier("connected");
 }
 
-void TputRun::ConnectActive(const json& endpoints_of_peers) {
+void TputRun::TargetPeers(const json& endpoints_of_peers) {
   const Options& o = session_.options();
   const auto peers = session_.PeerNames();
   std::vector<RemoteRegion> regions;
@@ -281,9 +278,6 @@ void TputRun::ConnectActive(const json& endpoints_of_peers) {
     for (std::size_t q = 0; q < thread.queues.size(); ++q) {
       const std::size_t p = q / o.qp;
       const std::uint32_t lane = static_cast<std::uint32_t>(t * o.qp + q % o.qp);
-      const json& theirs = endpoints_of_peers[peers[p]].at("passive").at(SelfName(session_));
-      ConnectQp(thread.queues[q].qp, session_.device(), session_.address(), EndpointFromJson(theirs.at(lane)),
-                static_cast<std::uint32_t>(q), plan_.max_rd_atomic);
       Target target;
       target.queue = q;
       target.peer = static_cast<int>(p);

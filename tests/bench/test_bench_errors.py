@@ -49,8 +49,9 @@ def single_error(role: benchrun.Role) -> str:
     (["lat", "--verb", "read", "--lat-method", "pingpong"], ["only WRITE and SEND can ping-pong"]),
     (["lat", "--verb", "write", "--events"], ["-e/--events with --verb write ping-pong", "use --verb send"]),
     (["tput", "--events"], ["-e/--events applies to lat over RDMA only"]),
-    (["tput", "-R"], ["-R/--rdma_cm connects a standalone lat run's QP", "mode tput"]),
+    (["tput", "-R", "-c", "UD", "--verb", "send"], ["-R/--rdma_cm with -c UD", "UD needs no connection"]),
     (["lat", "-R", "-c", "UD", "--verb", "send"], ["-R/--rdma_cm with -c UD"]),
+    (["lat", "-R", "--stack", "udp", "-s", "64"], ["-R/--rdma_cm connects QPs", "--stack rdma only"]),
     (["tput", "-D", "1", "-n", "5"], ["both given"]),
     (["tput", "-d", "mlx5_9"], ["device 'mlx5_9' not found", "softnic0"]),
     (["tput", "--direction", "alltoall"], ["all-to-all runs need the coordinator"]),
@@ -130,3 +131,31 @@ def test_peer_dies_mid_run(victim: str) -> None:
     else:
         assert "peer stopped answering" in line or "rendezvous" in line
     assert run.elapsed_s < 15, run.describe()
+
+
+def test_rdma_cm_without_listener_is_rejected_within_the_timeout() -> None:
+    """-R whose rdma_cm request finds no listener: the server is up (the rendezvous works) but
+    on another softnic fabric, so the client's REQ meets no listener and is REJECTED at once;
+    the server's wait for the request ends at its --timeout, naming what it waited for."""
+    port = benchrun.free_port()
+    server_fabric, client_fabric = f"bench-cm-server-{port}", f"bench-cm-client-{port}"
+    common = ["tput", "-R", "-q", "2", "-p", str(port), "--timeout", "4"]
+    start = time.monotonic()
+    server = subprocess.Popen([str(benchrun.BENCH), *common, "-d", "softnic0"], stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, text=True, env=benchrun.softnic_env(server_fabric, 2, "ib"))
+    try:
+        client = subprocess.run([str(benchrun.BENCH), *common, "-d", "softnic1", "127.0.0.1"], capture_output=True,
+                                text=True, timeout=30, env=benchrun.softnic_env(client_fabric, 2, "ib"))
+        client_elapsed_s = time.monotonic() - start
+        server_out, server_err = server.communicate(timeout=30)
+    finally:
+        if server.poll() is None:
+            server.kill()
+        benchrun.remove_fabric(server_fabric)
+        benchrun.remove_fabric(client_fabric)
+    line = single_error(benchrun.Role([], client.returncode, client.stdout, client.stderr))
+    assert "rdma_cm connect: got RDMA_CM_EVENT_REJECTED" in line and "instead of RDMA_CM_EVENT_CONNECT_RESPONSE" in line
+    assert client_elapsed_s < 4
+    line = single_error(benchrun.Role([], server.returncode, server_out, server_err))
+    assert "rdma_cm listen" in line or "client/0 failed" in line, line
+    assert time.monotonic() - start < 10

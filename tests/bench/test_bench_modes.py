@@ -59,6 +59,9 @@ TPUT_CASES = {
     "write-sweep": ["--verb", "write", "-s", "256,8"],
     "read-sweep": ["--verb", "read", "-s", "4096,16", "-t", "8"],
     "send-sweep": ["--verb", "send", "-s", "1024,32", "-Q", "4"],
+    # -R: every QP (3 per client, 2 clients) connected through rdma_cm on one listening port
+    "write-rc-multiqueue-rdma-cm": ["--verb", "write", "-q", "3", "-R"],
+    "send-uc-two-threads-rdma-cm": ["--verb", "send", "-c", "UC", "-q", "2", "--threads", "2", "--rdma_cm"],
 }
 
 
@@ -71,7 +74,7 @@ def test_tput_inbound(case: str) -> None:
     assert [p["peer"] for p in row["per_peer"]] == ["client/0", "client/1"]
     assert row["uniformity_ratio"] >= 1
     assert row["ops"] == sum(c["results"][0]["ops"] for c in clients)
-    threads = 2 if case == "write-two-threads" else 1
+    threads = 2 if "two-threads" in case else 1
     for client in clients:
         assert len(client["results"][0]["per_thread"]) == threads
         assert client["results"][0]["ops"] >= 3000 * threads
@@ -92,23 +95,39 @@ def test_tput_outbound_three_clients() -> None:
         assert client["validation"]["checks"][0]["checked_messages"] > 0
 
 
-@pytest.mark.parametrize("verb", ["write", "send"])
-def test_tput_alltoall_under_rendezvous(verb: str) -> None:
+@pytest.mark.parametrize("verb,rdma_cm", [("write", False), ("send", False), ("write", True)])
+def test_tput_alltoall_under_rendezvous(verb: str, rdma_cm: bool) -> None:
+    """With -R the nodes' UC QPs connect through rdma_cm (each node listens on --port + its
+    index, the higher index requests), the rendezvous still carries regions and results."""
     connection = "UD" if verb == "send" else "UC"
     run = benchrun.coordinated("tput", ["--verb", verb, "-c", connection, "--direction", "alltoall", *SHORT,
-                                        "--validate"], roles=[("node", 3)])
+                                        "--validate", *(["-R", "-p", str(benchrun.free_port())] if rdma_cm else [])],
+                               roles=[("node", 3)], link="roce" if rdma_cm else "ib")
     documents = check_documents(run)
     aggregate = documents[0]["results"][0]
     assert [p["peer"] for p in aggregate["per_peer"]] == ["node/0", "node/1", "node/2"]
     assert aggregate["ops"] == sum(d["results"][0]["ops"] for d in documents[1:]) + documents[0]["results"][0]["per_peer"][0]["ops"]
 
 
-@pytest.mark.parametrize("verb,counters", [("faa", 1), ("faa", 64), ("cas", 1), ("cas", 16), ("cas", 4)])
-def test_atomics_counters_add_up(verb: str, counters: int) -> None:
+def test_tput_rdma_cm_under_the_coordinator() -> None:
+    """-R under the coordinator: the server publishes where it listens through the
+    rendezvous; 2 clients x 2 QPs connect through rdma_cm."""
+    run = benchrun.coordinated("tput", ["--verb", "write", "-q", "2", "-R", "-p", str(benchrun.free_port()), *SHORT,
+                                        "--validate"], roles=[("server", 1), ("client", 2)])
+    server, *clients = check_documents(run)
+    row = server["results"][0]
+    assert [p["peer"] for p in row["per_peer"]] == ["client/0", "client/1"]
+    assert row["ops"] == sum(c["results"][0]["ops"] for c in clients)
+
+
+@pytest.mark.parametrize("verb,counters,rdma_cm", [("faa", 1, False), ("faa", 64, False), ("cas", 1, False),
+                                                   ("cas", 16, False), ("cas", 4, False), ("faa", 16, True),
+                                                   ("cas", 4, True)])
+def test_atomics_counters_add_up(verb: str, counters: int, rdma_cm: bool) -> None:
     # Z = 4 repeats the size: a second measured row must reuse the CAS result slots correctly.
     sizes = ["-s", "8,8"] if counters == 4 else []
     run = benchrun.standalone("atomics", ["--verb", verb, "--counters", str(counters), *sizes, *SHORT,
-                                          "--validate"], clients=2)
+                                          "--validate", *(["-R", "-q", "2"] if rdma_cm else [])], clients=2)
     server, *_ = check_documents(run)
     check = server["validation"]["checks"][0]
     assert check["ok"] and check["counter_sum"] == check["expected_sum"] > 0

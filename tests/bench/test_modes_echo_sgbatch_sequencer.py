@@ -55,6 +55,17 @@ def test_sequencer_hands_out_every_integer_exactly_once(design: str) -> None:
         assert server["results"][0]["counter_final"] >= kIntegers
 
 
+@pytest.mark.parametrize("design", ["herd-rpc", "atomics"])
+def test_sequencer_over_rdma_cm(design: str) -> None:
+    """-R: the clients' UC (HERD) or RC (atomics) QPs connected through rdma_cm."""
+    integers = 100_000
+    run = benchrun.standalone("sequencer", ["--design", design, "--count", str(integers), "-t", "256", "-I", "16",
+                                            "-R"], clients=2)
+    server, *_ = check_documents(run)
+    check = server["results"][0]["sequencer_check"]
+    assert check == {"ok": True, "integers": integers, "duplicates": 0, "missing": 0, "count": integers}
+
+
 ECHO_CASES = {
     # HERD's own combination: WRITE requests over UC, inlined unsignaled UD SEND responses.
     "write-uc/send-ud-inline-unsignaled": ["--request", "write", "--response", "send", "--response-connection", "UD",
@@ -62,6 +73,10 @@ ECHO_CASES = {
     "write/write-rc": ["--request", "write", "--response", "write", "--response-connection", "RC"],
     "send-ud/send-ud": ["--request", "send", "--response", "send", "--response-connection", "UD", "-c", "UD"],
     "write/send-ud-prefetch": ["--accesses", "4", "--prefetch", "--table-mb", "8", "--threads", "2"],
+    # -R: each client's request and response QPs connected through rdma_cm
+    "write/write-rc-rdma-cm": ["--request", "write", "--response", "write", "--response-connection", "RC", "-R"],
+    "send-uc/write-uc-rdma-cm": ["--request", "send", "--response", "write", "--response-connection", "UC", "-c", "UC",
+                                "-R"],
 }
 
 
@@ -86,11 +101,11 @@ def test_echo(case: str) -> None:
         assert sum(thread["served_requests"] for thread in row["per_thread"]) == row["served_requests"]
 
 
-@pytest.mark.parametrize("k", [1, 8])
-def test_sgbatch(k: int) -> None:
+@pytest.mark.parametrize("k,rdma_cm", [(1, False), (8, False), (8, True)])
+def test_sgbatch(k: int, rdma_cm: bool) -> None:
     packets = 16000
     run = benchrun.standalone("sgbatch", ["--sge", str(k), "-s", "256", "-t", "32", "-n", str(packets),
-                                          "--warmup", "0.02", "--validate"])
+                                          "--warmup", "0.02", "--validate", *(["-R"] if rdma_cm else [])])
     server, client = check_documents(run)
     row = client["results"][0]
     assert row["packets_per_wr"] == k and row["ops"] % k == 0 and row["ops"] >= packets
