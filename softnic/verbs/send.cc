@@ -12,8 +12,6 @@
 
 #include "softnic/verbs/send_fast.h"
 
-#include <endian.h>
-
 namespace softnic {
 namespace {
 
@@ -243,20 +241,13 @@ Outcome ExecuteSend(Runtime* runtime, SoftQp* qp, const WorkRequest& wr, Destina
   alignas(16) uint8_t wqe_storage[sizeof(RecvWqe) + sizeof(ibv_sge) * 64];
   auto* wqe = reinterpret_cast<RecvWqe*>(wqe_storage);
   uint32_t wqe_bytes = RecvWqeBytes(destination.entry->recv_sge_capacity);
-  Cqe cqe{};
-  if (wqe_bytes > sizeof(wqe_storage) || !TakeRecv(destination, wqe_storage, wqe_bytes, &cqe.recv_dequeued)) {
+  uint64_t recv_dequeued = 0;
+  if (wqe_bytes > sizeof(wqe_storage) || !TakeRecv(destination, wqe_storage, wqe_bytes, &recv_dequeued)) {
     if (reliable) return Stall(StallReason::kNoReceive);
     return Lose(runtime, qp, kDroppedNoRecv);
   }
-  cqe.wr_id = wqe->wr_id;
-  cqe.qp_num = destination.qpn;
-  cqe.src_qp = qp->ex.qp_base.qp_num;
-  cqe.slid = fabric.link_layer == LinkLayer::kInfiniBand ? fabric.devices[qp->device_index].lid : 0;
-  cqe.opcode = wr.opcode == IBV_WR_RDMA_WRITE_WITH_IMM ? IBV_WC_RECV_RDMA_WITH_IMM : IBV_WC_RECV;
-  if (wr.opcode == IBV_WR_SEND_WITH_IMM || wr.opcode == IBV_WR_RDMA_WRITE_WITH_IMM) {
-    cqe.imm_data = wr.imm_data;
-    cqe.wc_flags |= IBV_WC_WITH_IMM;
-  }
+  Cqe cqe = ReceiveCompletion(fabric, qp, destination.qpn, wqe->wr_id, wr.opcode, wr.imm_data);
+  cqe.recv_dequeued = recv_dequeued;
   bool solicited = (wr.send_flags & IBV_SEND_SOLICITED) != 0;
   CounterBlock& responder_counters = runtime->counters(destination.device);
   if (wr.opcode == IBV_WR_RDMA_WRITE_WITH_IMM) {
@@ -290,18 +281,11 @@ Outcome ExecuteSend(Runtime* runtime, SoftQp* qp, const WorkRequest& wr, Destina
   }
   Piece all_sources[kMaxPieces];
   uint32_t all_count = 0;
-  ibv_grh grh{};
+  uint8_t grh[kUdGrhBytes];
   if (ud) {
-    grh.version_tclass_flow = htobe32(6u << 28);
-    grh.paylen = htobe16(static_cast<uint16_t>(total));
-    grh.next_hdr = 0x1b;  // IB transport header follows
-    grh.hop_limit = 64;
-    std::memcpy(grh.sgid.raw, fabric.devices[qp->device_index].gid, sizeof(grh.sgid.raw));
-    std::memcpy(grh.dgid.raw, fabric.devices[destination.device].gid, sizeof(grh.dgid.raw));
-    all_sources[all_count++] = Piece{reinterpret_cast<uint8_t*>(&grh), kUdGrhBytes};
-    if (fabric.link_layer == LinkLayer::kEthernet || (wr.ah && wr.ah->attr.is_global)) {
-      cqe.wc_flags |= IBV_WC_GRH;
-    }
+    WriteGrh(grh, fabric, qp->device_index, destination.device, total);
+    all_sources[all_count++] = Piece{grh, kUdGrhBytes};
+    if (ReceiverSeesGrh(fabric, wr.ah)) cqe.wc_flags |= IBV_WC_GRH;
   }
   for (uint32_t i = 0; i < source_count; ++i) all_sources[all_count++] = sources[i];
   CopyPieces(targets, target_count, all_sources, all_count);
@@ -441,15 +425,8 @@ int ValidateWorkRequest(const SoftQp* qp, WorkRequest& wr) {
 
 void CompleteSend(SoftQp* qp, const WorkRequest& wr, uint32_t slot, ibv_wc_status status,
                   uint32_t byte_len) {
-  Cqe cqe{};
-  cqe.wr_id = wr.wr_id;
-  cqe.status = status;
-  cqe.opcode = WcOpcode(wr.opcode);
-  cqe.byte_len = byte_len;
-  cqe.qp_num = qp->ex.qp_base.qp_num;
-  cqe.sq_retire = slot;
-  cqe.is_send = 1;
-  PushCqe(qp->send_cq->ring, cqe, Runtime::Get()->counters(qp->device_index), false);
+  PushSendCompletion(qp, wr.wr_id, WcOpcode(wr.opcode), status, byte_len, slot,
+                     Runtime::Get()->counters(qp->device_index));
 }
 
 // Completion of an executed WR: a CQE when signaled or failed; a failure moves the QP

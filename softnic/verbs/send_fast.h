@@ -16,6 +16,8 @@
 // list this WR belongs to, which counts its doorbell; null when the WR is the whole post.
 #pragma once
 
+#include <endian.h>
+
 #include "softnic/verbs/engine.h"
 
 namespace softnic {
@@ -65,12 +67,13 @@ uint8_t* TranslateIntoCache(Runtime* runtime, uint32_t device, uint32_t key, uin
   return source;
 }
 
-// The requester's CQE of a signaled fast-path WR, which retires the send queue up to it.
-[[gnu::always_inline]] inline void PushSendCompletion(SoftQp* qp, uint64_t wr_id, ibv_wc_opcode opcode, uint32_t bytes,
-                                                      uint32_t slot, CounterBlock& counters) {
+// The requester's CQE of a WR, which retires the send queue up to it.
+[[gnu::always_inline]] inline void PushSendCompletion(SoftQp* qp, uint64_t wr_id, ibv_wc_opcode opcode,
+                                                      ibv_wc_status status, uint32_t bytes, uint32_t slot,
+                                                      CounterBlock& counters) {
   Cqe cqe{};
   cqe.wr_id = wr_id;
-  cqe.status = IBV_WC_SUCCESS;
+  cqe.status = status;
   cqe.opcode = opcode;
   cqe.byte_len = bytes;
   cqe.qp_num = qp->ex.qp_base.qp_num;
@@ -117,7 +120,7 @@ uint8_t* TranslateIntoCache(Runtime* runtime, uint32_t device, uint32_t key, uin
       },
       post == nullptr, qp->shape_cursors.fast_write[signaled], counters, at.lane[peer.device]);
   if (post != nullptr) post->Add(wqe_bytes);
-  if (signaled) PushSendCompletion(qp, wr_id, IBV_WC_RDMA_WRITE, sge.length, slot, counters);
+  if (signaled) PushSendCompletion(qp, wr_id, IBV_WC_RDMA_WRITE, IBV_WC_SUCCESS, sge.length, slot, counters);
   return FastResult::kDone;
 }
 
@@ -132,6 +135,29 @@ uint8_t* TranslateIntoCache(Runtime* runtime, uint32_t device, uint32_t key, uin
   std::memcpy(grh.sgid.raw, fabric.devices[source_device].gid, sizeof(grh.sgid.raw));
   std::memcpy(grh.dgid.raw, fabric.devices[destination_device].gid, sizeof(grh.dgid.raw));
   std::memcpy(at, &grh, kUdGrhBytes);
+}
+
+// Whether a UD receiver's completion says a GRH is present: always on RoCE, on IB when the
+// sender's address handle is global.
+inline bool ReceiverSeesGrh(const FabricHeader& fabric, const SoftAh* ah) {
+  return fabric.link_layer == LinkLayer::kEthernet || (ah != nullptr && ah->attr.is_global);
+}
+
+// The responder's CQE of a message from `qp` that consumed RECV `recv_wr_id` of QP
+// `destination_qpn`, before its status, length and GRH flag are known.
+inline Cqe ReceiveCompletion(const FabricHeader& fabric, const SoftQp* qp, uint32_t destination_qpn,
+                             uint64_t recv_wr_id, ibv_wr_opcode opcode, uint32_t imm_data) {
+  Cqe cqe{};
+  cqe.wr_id = recv_wr_id;
+  cqe.qp_num = destination_qpn;
+  cqe.src_qp = qp->ex.qp_base.qp_num;
+  cqe.slid = fabric.link_layer == LinkLayer::kInfiniBand ? fabric.devices[qp->device_index].lid : 0;
+  cqe.opcode = opcode == IBV_WR_RDMA_WRITE_WITH_IMM ? IBV_WC_RECV_RDMA_WITH_IMM : IBV_WC_RECV;
+  if (opcode == IBV_WR_SEND_WITH_IMM || opcode == IBV_WR_RDMA_WRITE_WITH_IMM) {
+    cqe.imm_data = imm_data;
+    cqe.wc_flags = IBV_WC_WITH_IMM;
+  }
+  return cqe;
 }
 
 // UD only: where the WR's address handle points.
@@ -189,8 +215,8 @@ struct UdAddress {
     }
     return target != nullptr;
   };
-  Cqe cqe{};
-  if (peer->recv_queue.TryPopIf(&cqe.recv_dequeued, take_if_it_holds_the_message) != Ring::PopResult::kTaken) {
+  uint64_t recv_dequeued = 0;
+  if (peer->recv_queue.TryPopIf(&recv_dequeued, take_if_it_holds_the_message) != Ring::PopResult::kTaken) {
     return FastResult::kSlowPath;
   }
   peer->recv_queue.PrefetchHead();
@@ -204,18 +230,11 @@ struct UdAddress {
     std::memcpy(target, source, sge.length);
   }
   bool with_imm = opcode == IBV_WR_SEND_WITH_IMM;
-  cqe.wr_id = recv_wr_id;
+  Cqe cqe = ReceiveCompletion(fabric, qp, peer->qpn, recv_wr_id, opcode, imm_data);
+  cqe.recv_dequeued = recv_dequeued;
   cqe.status = IBV_WC_SUCCESS;
-  cqe.opcode = IBV_WC_RECV;
   cqe.byte_len = static_cast<uint32_t>(needed);
-  cqe.qp_num = peer->qpn;
-  cqe.src_qp = qp->ex.qp_base.qp_num;
-  cqe.slid = fabric.link_layer == LinkLayer::kInfiniBand ? fabric.devices[qp->device_index].lid : 0;
-  if (with_imm) {
-    cqe.imm_data = imm_data;
-    cqe.wc_flags = IBV_WC_WITH_IMM;
-  }
-  if (ud && (fabric.link_layer == LinkLayer::kEthernet || address.ah->attr.is_global)) cqe.wc_flags |= IBV_WC_GRH;
+  if (ud && ReceiverSeesGrh(fabric, address.ah)) cqe.wc_flags |= IBV_WC_GRH;
   CounterBlock& counters = at.lane[qp->device_index];
   CounterBlock& responder_counters = at.lane[peer->device];
   PushCqe(peer->recv_cq, cqe, responder_counters, (send_flags & IBV_SEND_SOLICITED) != 0);
@@ -230,7 +249,7 @@ struct UdAddress {
       CountFastMessage(key, [&] { return WqeBytes(ModeledShape(qp, opcode, send_flags, sge.length, 1)); },
                        post == nullptr, qp->shape_cursors.fast_send[signaled], counters, responder_counters);
   if (post != nullptr) post->Add(wqe_bytes);
-  if (signaled) PushSendCompletion(qp, wr_id, IBV_WC_SEND, sge.length, slot, counters);
+  if (signaled) PushSendCompletion(qp, wr_id, IBV_WC_SEND, IBV_WC_SUCCESS, sge.length, slot, counters);
   return FastResult::kDone;
 }
 
