@@ -8,11 +8,13 @@
 #include <cstdint>
 #include <string>
 
+#include "softnic/tool/private_view.h"
+
 namespace softnic {
 
-// Enters a private mount namespace where /dev is an overlay of the real /dev plus
-// infiniband/uverbs0..device_count-1; the mounts under /dev (shm, pts, ...) stay visible.
-// Needs CAP_SYS_ADMIN and CAP_MKNOD (root); false with `error` set otherwise.
-bool ShowUverbsDeviceNodes(uint32_t device_count, std::string* error);
+// Shows /dev as the real /dev plus infiniband/uverbs0..device_count-1 in `view`; the mounts
+// under /dev (shm, pts, ...) stay visible. Needs CAP_MKNOD besides what `view` needs (root);
+// false with `error` set otherwise.
+bool ShowUverbsDeviceNodes(PrivateView& view, uint32_t device_count, std::string* error);
 
 }  // namespace softnic

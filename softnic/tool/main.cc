@@ -16,15 +16,20 @@
 #include "softnic/fabric/fabric.h"
 #include "softnic/fabric/process.h"
 #include "softnic/tool/device_nodes.h"
+#include "softnic/tool/netdevs.h"
+#include "softnic/tool/private_view.h"
 
 namespace softnic {
 namespace {
 
 constexpr const char* kUsage = R"(usage: softnic COMMAND [OPTIONS]
 
-  run [--fabric F] [--devices N] [--link ib|roce] [--device-nodes] -- PROGRAM [ARGS...]
+  run [--fabric F] [--devices N] [--link ib|roce] [--device-nodes] [--netdevs] -- PROGRAM [ARGS...]
         run PROGRAM with softnic as its libibverbs (creates the fabric if needed);
         --device-nodes (root): PROGRAM also sees /dev/infiniband/uverbsN, as UCX requires
+        --netdevs (root): PROGRAM runs in a network namespace of its own where device
+        softnicN has interface snicN with its fabric address, linked from
+        /sys/class/infiniband/softnicN/device/net (as rdma-core's tests look for it)
   fabric create [--fabric F] [--devices N] [--link ib|roce]
   fabric show   [--fabric F] [--json]      devices, addresses, processes, counters
   fabric rm     [--fabric F]
@@ -239,8 +244,30 @@ std::string LibraryDirectory() {
   return dir + "/../lib/softnic";
 }
 
+// What --device-nodes and --netdevs show the program, in namespaces that end with it.
+void ShowPrivateView(const FabricHeader& header, const std::string& fabric, bool device_nodes, bool netdevs) {
+  if (!device_nodes && !netdevs) return;
+  const std::string flags = std::string(device_nodes ? " --device-nodes" : "") + (netdevs ? " --netdevs" : "");
+  PrivateView view;
+  std::string error;
+  if (!view.Begin(&error)) Fail("run" + flags + ": " + error + " (a private mount namespace needs root)");
+  if (device_nodes && !ShowUverbsDeviceNodes(view, header.device_count, &error)) {
+    Fail("run --device-nodes: " + error + " (a private /dev with /dev/infiniband needs root)");
+  }
+  if (netdevs) {
+    std::vector<NetdevSpec> specs;
+    for (uint32_t d = 0; d < header.device_count; ++d) {
+      specs.push_back({header.devices[d].name, NetdevName(d), DeviceIpv4(fabric, d)});
+    }
+    if (!ShowNetdevs(view, specs, &error)) {
+      Fail("run --netdevs: " + error + " (a network namespace with one interface per device needs root)");
+    }
+  }
+  if (!view.End(&error)) Fail("run" + flags + ": " + error);
+}
+
 int Run(int argc, char** argv) {
-  Options options = Parse(argc, argv, 2, {"--fabric", "--devices", "--link"}, {"--device-nodes"});
+  Options options = Parse(argc, argv, 2, {"--fabric", "--devices", "--link"}, {"--device-nodes", "--netdevs"});
   if (options.rest.empty()) Fail("run: give the program after '--', e.g. softnic run -- ibv_devinfo");
   FabricOptions fabric_options = FabricOptionsFrom(options);
   Fabric fabric;
@@ -264,11 +291,7 @@ int Run(int argc, char** argv) {
   setenv("SOFTNIC_FABRIC", fabric_options.name.c_str(), 1);
   setenv("SOFTNIC_DEVICES", std::to_string(header.device_count).c_str(), 1);
   setenv("SOFTNIC_LINK", LinkLayerName(header.link_layer), 1);
-  const bool device_nodes =
-      std::find(options.flags.begin(), options.flags.end(), "--device-nodes") != options.flags.end();
-  if (device_nodes && !ShowUverbsDeviceNodes(header.device_count, &error)) {
-    Fail("run --device-nodes: " + error + " (a private mount namespace with /dev/infiniband needs root)");
-  }
+  ShowPrivateView(header, fabric_options.name, Has(options, "--device-nodes"), Has(options, "--netdevs"));
   std::vector<char*> args;
   for (std::string& arg : options.rest) args.push_back(arg.data());
   args.push_back(nullptr);
