@@ -91,6 +91,12 @@ bool DescriptorService::Publish(const std::string& directory, uint64_t id, int f
   return true;
 }
 
+void DescriptorService::ForgetAfterFork() {
+  for (const auto& [id, fd] : published_) close(fd);
+  published_.clear();
+  started_ = false;
+}
+
 void DescriptorService::Withdraw(uint64_t id) {
   std::lock_guard<std::mutex> lock(mutex_);
   auto it = published_.find(id);

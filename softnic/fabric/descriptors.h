@@ -24,6 +24,8 @@ class DescriptorService {
   bool Publish(const std::string& directory, uint64_t id, int fd, std::string* error);
   // Stops serving `id` and closes its descriptor; peers that fetched it keep theirs.
   void Withdraw(uint64_t id);
+  // In a forked child: the parent's descriptors and serving thread are not ours.
+  void ForgetAfterFork();
 
  private:
   void Serve(int listener);

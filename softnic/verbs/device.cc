@@ -174,6 +174,11 @@ ibv_context* ibv_open_device(ibv_device* device) {
     errno = ENODEV;
     return nullptr;
   }
+  if (std::string error; !runtime->EnsureOwnProcess(&error)) {
+    Warn("%s", error.c_str());
+    errno = ENOSPC;
+    return nullptr;
+  }
   auto* context = new SoftContext{};
   context->device_index = ToSoftDevice(device)->index;
   context->device = &runtime->fabric()->devices[context->device_index];

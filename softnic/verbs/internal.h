@@ -307,6 +307,10 @@ class Runtime {
   CounterBlock& counters(uint32_t device) { return lane_counters()[device]; }
 
   uint64_t NewObjectId() { return MakeObjectIdFor(next_serial_.fetch_add(1) + 1); }
+  // In a forked child (first call there, from ibv_open_device): attach as a process of
+  // its own, as a child on a NIC opens contexts of its own, so that its objects and the
+  // parent's never share names. False with *error when no slot is free.
+  bool EnsureOwnProcess(std::string* error);
   uint32_t RandomBits();
 
   // Creates and maps a new ring object of this process (CQ, RQ, SRQ). False with errno.
@@ -384,6 +388,8 @@ class Runtime {
   RemoteMrMapping* mr_map_tables_[kMaxDevices] = {};        // the same, for the hot path
   std::mutex progress_mutex_;
   bool progress_thread_started_ = false;
+  std::mutex attach_mutex_;
+  pid_t attached_pid_ = 0;  // the process that holds self_
 };
 
 inline SoftContext* ToSoft(ibv_context* c) {

@@ -79,7 +79,23 @@ bool Runtime::Init(std::string* error) {
     mr_maps_[d].reset(new RemoteMrMapping[kMaxMrsPerDevice]());
     mr_map_tables_[d] = mr_maps_[d].get();
   }
+  attached_pid_ = getpid();
   return AttachProcess(&fabric_, &self_, error);
+}
+
+bool Runtime::EnsureOwnProcess(std::string* error) {
+  std::lock_guard<std::mutex> lock(attach_mutex_);
+  if (attached_pid_ == getpid()) return true;
+  // The parent's slot, objects, QPs and threads are not this process's.
+  if (!AttachProcess(&fabric_, &self_, error)) return false;
+  attached_pid_ = getpid();
+  next_serial_.store(0);
+  std::memset(local_qps, 0, sizeof(local_qps));
+  stalled.clear();
+  stalled_count.store(0);
+  progress_thread_started_ = false;
+  descriptors.ForgetAfterFork();
+  return true;
 }
 
 uint64_t Runtime::MakeObjectIdFor(uint32_t serial) const {

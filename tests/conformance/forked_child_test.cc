@@ -1,0 +1,73 @@
+// A forked child opens devices of its own while the parent keeps its own, as on a NIC:
+// rdma-core's rdma_cm tests open a context, then fork a passive and an active side that
+// each open the device again. The children's objects must not collide with the parent's
+// or with each other's, and the parent must go on creating objects after they exit.
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <thread>
+
+#include "verbs_fixture.h"
+
+namespace conformance {
+namespace {
+
+constexpr int kChildren = 2;
+constexpr int kCqDepth = 16;
+constexpr std::chrono::milliseconds kChildTimeoutMs{30'000};
+constexpr std::chrono::milliseconds kWaitPollMs{10};
+
+// Exit status 0 when the child opened `name` and made a CQ on it (a ring and a FIFO object).
+[[noreturn]] void ChildOpensDevice(const std::string& name) {
+  std::string error;
+  std::unique_ptr<Device> device = Device::Open(name, &error);
+  if (device == nullptr) _exit(1);
+  ibv_cq* cq = ibv_create_cq(device->ctx(), kCqDepth, nullptr, nullptr, 0);
+  if (cq == nullptr) _exit(2);
+  _exit(ibv_destroy_cq(cq) == 0 ? 0 : 3);
+}
+
+// The child's exit status, or -1 after killing it when it outlives the deadline.
+int WaitChild(pid_t pid) {
+  const auto deadline = std::chrono::steady_clock::now() + kChildTimeoutMs;
+  int status = 0;
+  while (waitpid(pid, &status, WNOHANG) == 0) {
+    if (std::chrono::steady_clock::now() > deadline) {
+      kill(pid, SIGKILL);
+      waitpid(pid, &status, 0);
+      return -1;
+    }
+    std::this_thread::sleep_for(kWaitPollMs);
+  }
+  return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
+class ForkedChild : public testing::TestWithParam<DevicePair> {};
+
+TEST_P(ForkedChild, ChildrenOpenTheirOwnDevicesAndTheParentGoesOn) {
+  std::string error;
+  std::unique_ptr<Device> parent = Device::Open(GetParam().local, &error);
+  ASSERT_TRUE(parent != nullptr) << error;
+  ibv_cq* before = ibv_create_cq(parent->ctx(), kCqDepth, nullptr, nullptr, 0);
+  ASSERT_NE(before, nullptr) << strerror(errno);
+  pid_t children[kChildren];
+  for (pid_t& child : children) {
+    child = fork();
+    ASSERT_GE(child, 0) << strerror(errno);
+    if (child == 0) ChildOpensDevice(GetParam().local);
+  }
+  for (pid_t child : children) EXPECT_EQ(WaitChild(child), 0) << "exit 1: open, 2: create CQ, 3: destroy CQ";
+  std::unique_ptr<Device> again = Device::Open(GetParam().local, &error);
+  ASSERT_TRUE(again != nullptr) << "the parent's open after its children: " << error;
+  ibv_cq* after = ibv_create_cq(again->ctx(), kCqDepth, nullptr, nullptr, 0);
+  ASSERT_NE(after, nullptr) << strerror(errno);
+  EXPECT_EQ(ibv_destroy_cq(after), 0);
+  EXPECT_EQ(ibv_destroy_cq(before), 0);
+}
+
+CONFORMANCE_INSTANTIATE(ForkedChild);
+
+}  // namespace
+}  // namespace conformance
