@@ -54,6 +54,9 @@ void AttachDevice(Id* id, int device) {
   id->device = device;
   id->id.verbs = GetDevices()->contexts[static_cast<size_t>(device)];
   id->id.port_num = 1;
+  // As librdmacm: an id on a device has the device's default PD (programs create AHs and
+  // MRs on cm_id->pd before, or without, rdma_create_qp).
+  if (id->id.pd == nullptr) id->id.pd = GetDevices()->pds[static_cast<size_t>(device)];
 }
 
 void FillLocal(const Id* id, Message* m) {
@@ -647,8 +650,16 @@ uint16_t rdma_get_src_port(rdma_cm_id* id) { return id->route.addr.src_sin.sin_p
 
 uint16_t rdma_get_dst_port(rdma_cm_id* id) { return id->route.addr.dst_sin.sin_port; }
 
-// No option changes anything on a softnic fabric (no ToS, no ACK timeout, one address family).
-int rdma_set_option(rdma_cm_id* id, int, int, void*, size_t) { return id == nullptr ? Fail(EINVAL) : 0; }
+// The ACK timeout goes to the QP at RTS, as the kernel's CM does; other options change
+// nothing on a softnic fabric (no ToS, one address family), so they are accepted.
+int rdma_set_option(rdma_cm_id* cm_id, int level, int optname, void* optval, size_t optlen) {
+  if (cm_id == nullptr || optval == nullptr) return Fail(EINVAL);
+  if (level == RDMA_OPTION_ID && optname == RDMA_OPTION_ID_ACK_TIMEOUT) {
+    if (optlen != sizeof(uint8_t) || *static_cast<const uint8_t*>(optval) > kMaxAckTimeout) return Fail(EINVAL);
+    ToId(cm_id)->ack_timeout = *static_cast<const uint8_t*>(optval);
+  }
+  return 0;
+}
 
 // Async QP events need no CM action here: the RTU already established the connection.
 int rdma_notify(rdma_cm_id* id, ibv_event_type) { return id == nullptr ? Fail(EINVAL) : 0; }

@@ -30,6 +30,8 @@ constexpr int kConnectTimeoutMs = 30000;
 constexpr int kRejectNoListener = 8;    // IB_CM_REJ_INVALID_SERVICE_ID
 constexpr int kRejectConsumer = 28;     // IB_CM_REJ_CONSUMER_DEFINED
 constexpr uint32_t kDefaultUdQkey = 0x01234567;  // RDMA_UDP_QKEY
+constexpr uint8_t kDefaultAckTimeout = 14;       // 4.096 us * 2^14 = 67 ms local ACK timeout
+constexpr uint8_t kMaxAckTimeout = 31;           // the QP attribute's 5 bits
 static_assert(kMaxReqPrivateDataBytes <= kMaxPrivateDataBytes);
 
 enum class MessageType : uint8_t { kReq, kRep, kRtu, kRej, kDreq, kDrep, kSidrReq, kSidrRep };
@@ -79,6 +81,7 @@ struct Id {
   ibv_qp_init_attr* ep_qp_init = nullptr;  // rdma_create_ep's QP attributes for rdma_get_request
   bool own_cqs = false;             // rdma_create_qp made the CQs and channels
   bool own_pd = false;
+  uint8_t ack_timeout = kDefaultAckTimeout;  // RDMA_OPTION_ID_ACK_TIMEOUT, used at RTS
 };
 
 // An event and the private data it points into, so it lives until rdma_ack_cm_event.

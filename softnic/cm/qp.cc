@@ -14,7 +14,6 @@ namespace softnic::cm {
 namespace {
 
 constexpr uint8_t kRnrTimer = 12;      // 0.64 ms, rdma_cm's default min_rnr_timer
-constexpr uint8_t kAckTimeout = 14;    // 67 ms local ACK timeout
 constexpr uint8_t kMaxRdAtomic = 16;
 constexpr uint8_t kUdHopLimit = 64;
 
@@ -86,7 +85,7 @@ int MoveQpToRts(Id* id, const Message& remote, bool active) {
   if (rc != 0) return Fail(rc);
   attr = {};
   attr.qp_state = IBV_QPS_RTS;
-  attr.timeout = kAckTimeout;
+  attr.timeout = id->ack_timeout;
   attr.retry_cnt = active ? mine.retry_count : remote.retry_count;
   attr.rnr_retry = remote.rnr_retry_count;
   attr.sq_psn = 0;
@@ -215,7 +214,7 @@ int rdma_init_qp_attr(rdma_cm_id* cm_id, ibv_qp_attr* qp_attr, int* qp_attr_mask
                       IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER;
       return 0;
     case IBV_QPS_RTS:
-      qp_attr->timeout = kAckTimeout;
+      qp_attr->timeout = id->ack_timeout;
       qp_attr->retry_cnt = 7;
       qp_attr->rnr_retry = 7;
       qp_attr->sq_psn = 0;
@@ -306,7 +305,7 @@ int rdma_create_ep(rdma_cm_id** id, rdma_addrinfo* res, ibv_pd* pd, ibv_qp_init_
   if (res->ai_flags & RAI_PASSIVE) {
     if (rdma_bind_addr(cm_id, res->ai_src_addr) != 0) return fail();
     if (qp_init_attr != nullptr) ToId(cm_id)->ep_qp_init = new ibv_qp_init_attr(*qp_init_attr);
-    cm_id->pd = pd;
+    if (pd != nullptr) cm_id->pd = pd;
     *id = cm_id;
     return 0;
   }
