@@ -333,6 +333,9 @@ class Runtime {
   // anchors_mutex.
   std::mutex anchors_mutex;
   std::map<uintptr_t, Anchor> anchors;
+  // Ranges of anchors whose last MR went (start -> end): still mapped shared, so a forked
+  // child must copy them as it copies live anchors, or it shares those heap pages.
+  std::map<uintptr_t, uintptr_t> unnamed_anchors;
   std::map<BackingKey, SharedBacking> shared_backings;
   DescriptorService descriptors;  // the descriptors of shared backings, for peers
 

@@ -219,6 +219,7 @@ void ReleaseBackings(Runtime* runtime, const SoftMr& mr) {
     if (it == runtime->anchors.end() || --it->second.references > 0) continue;
     // The pages stay mapped for the owner; only the name goes, so no new peer can map it.
     RemoveObject(runtime->directory(), it->second.object_id);
+    runtime->unnamed_anchors[start] = it->second.end;
     runtime->anchors.erase(it);
   }
   for (const BackingKey& key : mr.shared) ReleaseSharedBacking(runtime, key);
@@ -323,17 +324,30 @@ void ParentAfterForkAnchors() {
   runtime->anchors_mutex.unlock();
 }
 
+namespace {
+// Replaces [start, end) by a private copy of itself.
+void MakePrivate(uintptr_t start, uintptr_t end) {
+  size_t bytes = end - start;
+  void* copy = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (copy == MAP_FAILED) return;
+  std::memcpy(copy, reinterpret_cast<void*>(start), bytes);
+  mremap(copy, bytes, bytes, MREMAP_MAYMOVE | MREMAP_FIXED, reinterpret_cast<void*>(start));
+}
+}  // namespace
+
 void ChildAfterForkAnchors() {
   Runtime* runtime = Runtime::Get();
   if (runtime == nullptr) return;
-  for (const auto& [start, anchor] : runtime->anchors) {
-    size_t bytes = anchor.end - start;
-    void* copy = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    if (copy == MAP_FAILED) continue;
-    std::memcpy(copy, reinterpret_cast<void*>(start), bytes);
-    mremap(copy, bytes, bytes, MREMAP_MAYMOVE | MREMAP_FIXED, reinterpret_cast<void*>(start));
-  }
+  for (const auto& [start, anchor] : runtime->anchors) MakePrivate(start, anchor.end);
   runtime->anchors.clear();
+  // An unnamed anchor's range may have been unmapped since (mincore: ENOMEM); a range
+  // mapped again as private memory is copied onto itself, which changes nothing.
+  std::vector<unsigned char> resident;
+  for (const auto& [start, end] : runtime->unnamed_anchors) {
+    resident.resize((end - start) / size_t(sysconf(_SC_PAGESIZE)) + 1);
+    if (mincore(reinterpret_cast<void*>(start), end - start, resident.data()) == 0) MakePrivate(start, end);
+  }
+  runtime->unnamed_anchors.clear();
   if (g_fork_pipe[1] >= 0) {
     [[maybe_unused]] ssize_t n = write(g_fork_pipe[1], "c", 1);
     close(g_fork_pipe[0]);

@@ -8,6 +8,7 @@
 
 #include <chrono>
 #include <thread>
+#include <vector>
 
 #include "verbs_fixture.h"
 
@@ -65,6 +66,27 @@ TEST_P(ForkedChild, ChildrenOpenTheirOwnDevicesAndTheParentGoesOn) {
   ASSERT_NE(after, nullptr) << strerror(errno);
   EXPECT_EQ(ibv_destroy_cq(after), 0);
   EXPECT_EQ(ibv_destroy_cq(before), 0);
+}
+
+// Registering heap memory moves its pages into a shared object; deregistering leaves them
+// mapped so. A child forked afterwards must still get its own copy of those pages, or its
+// heap and the parent's are one (rdma-core's tests: malloc aborts after test_mr).
+TEST_P(ForkedChild, HeapOfADeregisteredMrIsNotSharedWithTheChild) {
+  std::string error;
+  std::unique_ptr<Device> parent = Device::Open(GetParam().local, &error);
+  ASSERT_TRUE(parent != nullptr) << error;
+  std::vector<char> heap(kCqDepth, 'p');
+  ibv_mr* mr = ibv_reg_mr(parent->pd(), heap.data(), heap.size(), IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE);
+  ASSERT_NE(mr, nullptr) << strerror(errno);
+  ASSERT_EQ(ibv_dereg_mr(mr), 0);
+  const pid_t child = fork();
+  ASSERT_GE(child, 0) << strerror(errno);
+  if (child == 0) {
+    heap[0] = 'c';
+    _exit(0);
+  }
+  ASSERT_EQ(WaitChild(child), 0);
+  EXPECT_EQ(heap[0], 'p') << "the child's write to its heap reached the parent's";
 }
 
 CONFORMANCE_INSTANTIATE(ForkedChild);
