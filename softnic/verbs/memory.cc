@@ -219,7 +219,9 @@ void ReleaseBackings(Runtime* runtime, const SoftMr& mr) {
     if (it == runtime->anchors.end() || --it->second.references > 0) continue;
     // The pages stay mapped for the owner; only the name goes, so no new peer can map it.
     RemoveObject(runtime->directory(), it->second.object_id);
-    runtime->unnamed_anchors[start] = it->second.end;
+    // An earlier, longer anchor from the same start may still be mapped beyond this one.
+    uintptr_t& unnamed_end = runtime->unnamed_anchors[start];
+    unnamed_end = std::max(unnamed_end, it->second.end);
     runtime->anchors.erase(it);
   }
   for (const BackingKey& key : mr.shared) ReleaseSharedBacking(runtime, key);
@@ -307,7 +309,10 @@ void PrepareForkAnchors() {
   Runtime* runtime = Runtime::Get();
   if (runtime == nullptr) return;
   runtime->anchors_mutex.lock();
-  if (!runtime->anchors.empty() && pipe2(g_fork_pipe, O_CLOEXEC) != 0) g_fork_pipe[0] = g_fork_pipe[1] = -1;
+  // The parent waits until the child has copied the shared pages, so that it copies them
+  // as they were at the fork.
+  const bool shared_pages = !runtime->anchors.empty() || !runtime->unnamed_anchors.empty();
+  if (shared_pages && pipe2(g_fork_pipe, O_CLOEXEC) != 0) g_fork_pipe[0] = g_fork_pipe[1] = -1;
 }
 
 void ParentAfterForkAnchors() {
@@ -333,20 +338,32 @@ void MakePrivate(uintptr_t start, uintptr_t end) {
   std::memcpy(copy, reinterpret_cast<void*>(start), bytes);
   mremap(copy, bytes, bytes, MREMAP_MAYMOVE | MREMAP_FIXED, reinterpret_cast<void*>(start));
 }
+
+// Whether [start, end) is mapped throughout (mincore fails with ENOMEM on a hole); no
+// allocation, since the heap may not be private yet.
+bool MappedThroughout(uintptr_t start, uintptr_t end) {
+  constexpr size_t kPagesPerCall = 64;
+  unsigned char resident[kPagesPerCall];
+  const size_t page = size_t(sysconf(_SC_PAGESIZE));
+  for (uintptr_t at = start; at < end; at += kPagesPerCall * page) {
+    const size_t bytes = std::min<size_t>(end - at, kPagesPerCall * page);
+    if (mincore(reinterpret_cast<void*>(at), bytes, resident) != 0) return false;
+  }
+  return true;
+}
 }  // namespace
 
 void ChildAfterForkAnchors() {
   Runtime* runtime = Runtime::Get();
   if (runtime == nullptr) return;
+  // Every copy before any allocation or free: until then the heap may be the parent's too.
   for (const auto& [start, anchor] : runtime->anchors) MakePrivate(start, anchor.end);
-  runtime->anchors.clear();
-  // An unnamed anchor's range may have been unmapped since (mincore: ENOMEM); a range
-  // mapped again as private memory is copied onto itself, which changes nothing.
-  std::vector<unsigned char> resident;
+  // An unnamed anchor's range may have been unmapped since; a range mapped again as
+  // private memory is copied onto itself, which changes nothing.
   for (const auto& [start, end] : runtime->unnamed_anchors) {
-    resident.resize((end - start) / size_t(sysconf(_SC_PAGESIZE)) + 1);
-    if (mincore(reinterpret_cast<void*>(start), end - start, resident.data()) == 0) MakePrivate(start, end);
+    if (MappedThroughout(start, end)) MakePrivate(start, end);
   }
+  runtime->anchors.clear();
   runtime->unnamed_anchors.clear();
   if (g_fork_pipe[1] >= 0) {
     [[maybe_unused]] ssize_t n = write(g_fork_pipe[1], "c", 1);

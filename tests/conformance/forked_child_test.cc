@@ -7,6 +7,8 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cstdlib>
+#include <cstring>
 #include <thread>
 #include <vector>
 
@@ -87,6 +89,33 @@ TEST_P(ForkedChild, HeapOfADeregisteredMrIsNotSharedWithTheChild) {
   }
   ASSERT_EQ(WaitChild(child), 0);
   EXPECT_EQ(heap[0], 'p') << "the child's write to its heap reached the parent's";
+}
+
+// The same, when a shorter MR from the same address was registered and deregistered after
+// a longer one: the longer one's pages beyond it are still mapped shared.
+TEST_P(ForkedChild, PagesOfALongerDeregisteredMrAreNotSharedWithTheChild) {
+  std::string error;
+  std::unique_ptr<Device> parent = Device::Open(GetParam().local, &error);
+  ASSERT_TRUE(parent != nullptr) << error;
+  const size_t page = size_t(sysconf(_SC_PAGESIZE));
+  constexpr size_t kPages = 3;
+  char* memory = static_cast<char*>(std::aligned_alloc(page, kPages * page));
+  ASSERT_NE(memory, nullptr);
+  std::memset(memory, 'p', kPages * page);
+  for (size_t pages : {kPages, size_t{1}}) {
+    ibv_mr* mr = ibv_reg_mr(parent->pd(), memory, pages * page, IBV_ACCESS_LOCAL_WRITE);
+    ASSERT_NE(mr, nullptr) << strerror(errno);
+    ASSERT_EQ(ibv_dereg_mr(mr), 0);
+  }
+  const pid_t child = fork();
+  ASSERT_GE(child, 0) << strerror(errno);
+  if (child == 0) {
+    memory[(kPages - 1) * page] = 'c';
+    _exit(0);
+  }
+  ASSERT_EQ(WaitChild(child), 0);
+  EXPECT_EQ(memory[(kPages - 1) * page], 'p') << "the child's write to the last page reached the parent's";
+  std::free(memory);
 }
 
 CONFORMANCE_INSTANTIATE(ForkedChild);
