@@ -17,6 +17,7 @@ import argparse
 import collections
 import gzip
 import json
+import os
 import re
 import shutil
 import subprocess
@@ -43,9 +44,11 @@ class ReasonGroup:
     pattern: re.Pattern
     links: frozenset[str]
     tests: frozenset[str]
+    without_netdevs: bool  # allowed only when the suite runs without `softnic run --netdevs`
 
-    def allows(self, test: str, reason: str, link: str) -> bool:
-        return link in self.links and test in self.tests and self.pattern.fullmatch(reason) is not None
+    def allows(self, test: str, reason: str, link: str, netdevs: bool) -> bool:
+        return (link in self.links and test in self.tests and self.pattern.fullmatch(reason) is not None
+                and not (self.without_netdevs and netdevs))
 
 
 def load_reasons(path: Path) -> list[ReasonGroup]:
@@ -69,7 +72,11 @@ def load_reasons(path: Path) -> list[ReasonGroup]:
         if not isinstance(g, dict):
             ck.error(line, where, "must be a mapping with why, reason or reason_pattern, tests")
             continue
-        ck.keys(g, where, ["why", "reason", "reason_pattern", "links", "tests"], ["why", "tests"])
+        ck.keys(g, where, ["why", "reason", "reason_pattern", "links", "tests", "without_netdevs"], ["why", "tests"])
+        without_netdevs = g.get("without_netdevs", False)
+        if not isinstance(without_netdevs, bool):
+            ck.error(g.line_of("without_netdevs"), where, f"without_netdevs {without_netdevs!r} must be true or false")
+            continue
         if ("reason" in g) == ("reason_pattern" in g):
             ck.error(g.line, where, "needs exactly one of reason (the exact text) and reason_pattern (a regex)")
             continue
@@ -91,7 +98,7 @@ def load_reasons(path: Path) -> list[ReasonGroup]:
         for t, n in seen.items():
             if n > 1:
                 ck.error(g.line_of("tests"), where, f"test {t} listed {n} times")
-        groups.append(ReasonGroup(str(g["why"]), pattern, frozenset(links), frozenset(tests)))
+        groups.append(ReasonGroup(str(g["why"]), pattern, frozenset(links), frozenset(tests), without_netdevs))
     ck.raise_if_any()
     return groups
 
@@ -115,7 +122,9 @@ def run_collector(args, suite: Path) -> dict[str, dict[str, str]]:
     outcomes_path = args.work / f"outcomes-{args.link}.json"
     outcomes_path.unlink(missing_ok=True)
     log_path = args.work / f"suite-{args.link}.log"
-    cmd = [str(args.softnic), "run", "--fabric", args.fabric, "--devices", "2", "--link", args.link, "--",
+    # --netdevs gives each device the interface (and so the address) the rdma_cm tests look for.
+    views = ["--netdevs"] if args.netdevs else []
+    cmd = [str(args.softnic), "run", "--fabric", args.fabric, "--devices", "2", "--link", args.link, *views, "--",
            sys.executable, str(HERE / "collect.py"), str(suite), str(outcomes_path), "--dev", "softnic0"]
     with log_path.open("w") as log:
         try:
@@ -133,7 +142,8 @@ def run_collector(args, suite: Path) -> dict[str, dict[str, str]]:
     return doc["tests"]
 
 
-def judge(outcomes: dict[str, dict[str, str]], groups: list[ReasonGroup], link: str) -> tuple[dict, list[str]]:
+def judge(outcomes: dict[str, dict[str, str]], groups: list[ReasonGroup], link: str,
+          netdevs: bool) -> tuple[dict, list[str]]:
     counts = collections.Counter(v["outcome"] for v in outcomes.values())
     skips_by_reason = collections.Counter()
     problems: list[str] = []
@@ -141,7 +151,7 @@ def judge(outcomes: dict[str, dict[str, str]], groups: list[ReasonGroup], link: 
     for test, v in sorted(outcomes.items()):
         outcome, detail = v["outcome"], v["detail"]
         if outcome == "skip":
-            group = next((g for g in groups if g.allows(test, detail, link)), None)
+            group = next((g for g in groups if g.allows(test, detail, link, netdevs)), None)
             if group is None:
                 unlisted[detail].append(test)
             else:
@@ -156,6 +166,7 @@ def judge(outcomes: dict[str, dict[str, str]], groups: list[ReasonGroup], link: 
     summary = {
         "schema_version": kSummarySchema,
         "link": link,
+        "netdevs": netdevs,
         "tests": len(outcomes),
         "pass": counts["pass"],
         "skip": counts["skip"],
@@ -179,6 +190,10 @@ def main() -> int:
     ap.add_argument("--out_json", type=Path)
     args = ap.parse_args()
     args.fabric = args.fabric or f"rdma-core-{args.link}"
+    args.netdevs = os.geteuid() == 0
+    if not args.netdevs:
+        print("run_suite: not root, so no `softnic run --netdevs`: the rdma_cm tests skip for want of a "
+              "netdev (allowed only without --netdevs; run as root to run them)")
     if args.timeout_s <= 0:
         ap.error(f"--timeout-s {args.timeout_s} must be positive")
     try:
@@ -193,7 +208,7 @@ def main() -> int:
     args.work.mkdir(parents=True, exist_ok=True)
     suite = unpack_suite(args.suite, args.work)
     outcomes = run_collector(args, suite)
-    summary, problems = judge(outcomes, groups, args.link)
+    summary, problems = judge(outcomes, groups, args.link, args.netdevs)
     subprocess.run([str(args.softnic), "fabric", "rm", "--fabric", args.fabric], capture_output=True, timeout=30)
 
     print(f"rdma-core tests on softnic ({args.link}): {summary['tests']} tests, {summary['pass']} pass, "
