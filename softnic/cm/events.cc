@@ -9,12 +9,21 @@
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
+#include <condition_variable>
+#include <chrono>
 #include <ctime>
 
 #include "softnic/cm/internal.h"
 #include "softnic/fabric/fabric.h"
 
 namespace softnic::cm {
+namespace {
+
+// Unacknowledged events of every id: acks and destroys meet here (control path only).
+std::mutex g_ack_mutex;
+std::condition_variable g_acked;
+
+}  // namespace
 
 int64_t NowMs() {
   timespec now{};
@@ -67,6 +76,7 @@ void Push(Channel* channel, Id* id, rdma_cm_event_type type, int status, const M
   e->event.listen_id = listen_id != nullptr ? &listen_id->id : nullptr;
   e->event.event = type;
   e->event.status = status;
+  e->charged = type == RDMA_CM_EVENT_CONNECT_REQUEST && listen_id != nullptr ? listen_id : id;
   if (message != nullptr) {
     const uint8_t length = std::min<uint8_t>(message->private_data_len, kMaxPrivateDataBytes);
     std::memcpy(e->private_data, message->private_data, length);
@@ -97,6 +107,12 @@ void Watch(Id* id) {
   ev.events = EPOLLIN;
   ev.data.ptr = id;
   epoll_ctl(id->owner->channel.fd, EPOLL_CTL_ADD, id->socket, &ev);
+}
+
+int WaitForAcks(Id* id, int timeout_ms) {
+  std::unique_lock<std::mutex> lock(g_ack_mutex);
+  g_acked.wait_for(lock, std::chrono::milliseconds(timeout_ms), [id] { return id->unacked_events == 0; });
+  return id->unacked_events;
 }
 
 void Unwatch(Id* id) {
@@ -187,6 +203,10 @@ int rdma_get_cm_event(rdma_event_channel* channel, rdma_cm_event** event) {
     {
       std::lock_guard<std::mutex> lock(c->mutex);
       if (Event* e = PopLocked(c)) {
+        {
+          std::lock_guard<std::mutex> acks(g_ack_mutex);
+          ++e->charged->unacked_events;
+        }
         *event = &e->event;
         return 0;
       }
@@ -213,7 +233,13 @@ int rdma_ack_cm_event(rdma_cm_event* event) {
     errno = EINVAL;
     return -1;
   }
-  delete reinterpret_cast<Event*>(event);
+  auto* e = reinterpret_cast<Event*>(event);
+  {
+    std::lock_guard<std::mutex> lock(g_ack_mutex);
+    --e->charged->unacked_events;
+  }
+  g_acked.notify_all();
+  delete e;
   return 0;
 }
 

@@ -99,7 +99,7 @@ void RemoveFromChannel(Id* id) {
   std::lock_guard<std::mutex> lock(c->mutex);
   c->ids.erase(std::remove(c->ids.begin(), c->ids.end(), id), c->ids.end());
   for (auto it = c->queue.begin(); it != c->queue.end();) {
-    if ((*it)->event.id == &id->id) {
+    if ((*it)->event.id == &id->id || (*it)->charged == id) {
       delete *it;
       it = c->queue.erase(it);
     } else {
@@ -358,8 +358,18 @@ int rdma_destroy_id(rdma_cm_id* cm_id) {
   Id* id = ToId(cm_id);
   CloseSocket(id);
   if (!id->listen_path.empty()) unlink(id->listen_path.c_str());
-  RemoveFromChannel(id);
-  if (cm_id->event != nullptr) rdma_ack_cm_event(cm_id->event);
+  RemoveFromChannel(id);  // events not yet delivered go, as the kernel drops them
+  if (cm_id->event != nullptr) {
+    rdma_ack_cm_event(cm_id->event);
+    cm_id->event = nullptr;
+  }
+  // Delivered events point at the id until acknowledged (man rdma_destroy_id).
+  if (const int unacked = WaitForAcks(id, kDestroyAckWaitMs); unacked != 0) {
+    std::fprintf(stderr, "softnic librdmacm: rdma_destroy_id: %d event(s) of this id were not acknowledged "
+                 "within %d ms; call rdma_ack_cm_event on each before rdma_destroy_id\n",
+                 unacked, kDestroyAckWaitMs);
+    return Fail(EBUSY);
+  }
   if (id->sync) rdma_destroy_event_channel(cm_id->channel);
   delete cm_id->route.path_rec;
   delete id->ep_qp_init;

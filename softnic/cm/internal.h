@@ -27,6 +27,9 @@ constexpr uint32_t kMessageMagic = 0x534e434d;  // "SNCM"
 constexpr size_t kMaxPrivateDataBytes = 196;    // a REP's, the largest of IB CM's messages
 constexpr size_t kMaxReqPrivateDataBytes = 56;  // rdma_cm's limit for a TCP port space REQ
 constexpr int kConnectTimeoutMs = 30000;
+// rdma_destroy_id waits this long for the program to acknowledge the id's events (librdmacm
+// waits forever), then fails with EBUSY and says so.
+constexpr int kDestroyAckWaitMs = 5000;
 constexpr int kRejectNoListener = 8;    // IB_CM_REJ_INVALID_SERVICE_ID
 constexpr int kRejectConsumer = 28;     // IB_CM_REJ_CONSUMER_DEFINED
 constexpr uint32_t kDefaultUdQkey = 0x01234567;  // RDMA_UDP_QKEY
@@ -82,11 +85,15 @@ struct Id {
   bool own_cqs = false;             // rdma_create_qp made the CQs and channels
   bool own_pd = false;
   uint8_t ack_timeout = kDefaultAckTimeout;  // RDMA_OPTION_ID_ACK_TIMEOUT, used at RTS
+  int unacked_events = 0;  // delivered by rdma_get_cm_event, not yet acknowledged (AckMutex)
 };
 
 // An event and the private data it points into, so it lives until rdma_ack_cm_event.
 struct Event {
   rdma_cm_event event{};
+  // The id whose unacknowledged count this event holds once delivered: a connection
+  // request's listener (the new id's own events come after), else the event's id.
+  Id* charged = nullptr;
   uint8_t private_data[kMaxPrivateDataBytes] = {};
 };
 
@@ -121,6 +128,9 @@ void Push(Channel* channel, Id* id, rdma_cm_event_type type, int status, const M
 void Watch(Id* id);    // adds id->socket to its channel's epoll set
 void Unwatch(Id* id);
 int64_t NowMs();
+// Waits until every event delivered for `id` is acknowledged, at most timeout_ms; returns
+// how many are still not.
+int WaitForAcks(Id* id, int timeout_ms);
 
 // ids.cc: a readable socket of `id` (a connection attempt on a listener, or a message).
 void HandleReadable(Id* id);

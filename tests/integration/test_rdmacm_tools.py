@@ -17,6 +17,7 @@ Configuration (set by tests/integration/CMakeLists.txt; defaults for a ./build t
 
 from __future__ import annotations
 
+import errno
 import itertools
 import json
 import os
@@ -226,3 +227,50 @@ def test_client_of_a_dead_server_ends(fabric):
             for p in (client, server):
                 if p is not None:
                     _kill(p)
+
+
+# Through softnic's librdmacm with ctypes (which lets go of the GIL in each call, so the
+# timer thread can acknowledge while rdma_destroy_id waits): an id with a delivered
+# ADDR_RESOLVED event, destroyed before the event is acknowledged.
+_DESTROY_BEFORE_ACK = r"""
+import ctypes, socket, struct, sys, threading
+cm = ctypes.CDLL("librdmacm.so.1", use_errno=True)
+cm.rdma_create_event_channel.restype = ctypes.c_void_p
+RDMA_PS_TCP = 0x106
+class sockaddr_in(ctypes.Structure):
+    _fields_ = [("family", ctypes.c_ushort), ("port", ctypes.c_uint16), ("addr", ctypes.c_uint32),
+                ("zero", ctypes.c_char * 8)]
+channel = ctypes.c_void_p(cm.rdma_create_event_channel())
+cm_id, event = ctypes.c_void_p(), ctypes.c_void_p()
+assert cm.rdma_create_id(channel, ctypes.byref(cm_id), None, RDMA_PS_TCP) == 0
+dst = sockaddr_in(socket.AF_INET, socket.htons(7471), struct.unpack("I", socket.inet_aton(sys.argv[1]))[0])
+assert cm.rdma_resolve_addr(cm_id, None, ctypes.byref(dst), 2000) == 0
+assert cm.rdma_get_cm_event(channel, ctypes.byref(event)) == 0
+ack_started = threading.Event()
+def ack():
+    ack_started.set()
+    cm.rdma_ack_cm_event(event)
+if sys.argv[2] == "ack-later":
+    threading.Timer(0.3, ack).start()
+rc = cm.rdma_destroy_id(cm_id)
+print("destroy", rc, ctypes.get_errno(), "after-ack" if ack_started.is_set() else "before-ack", flush=True)
+"""
+
+
+@pytest.mark.parametrize("link", LINKS[:1])
+def test_destroy_id_waits_for_the_acks_of_its_events(link):
+    """man rdma_destroy_id: it waits until the id's delivered events are acknowledged;
+    softnic gives up after 5 s with EBUSY (and says why) instead of hanging."""
+    fabric = Fabric(link)
+    try:
+        run = lambda how: subprocess.run(["/usr/bin/python3", "-c", _DESTROY_BEFORE_ACK, fabric.server_address, how],
+                                         env=fabric.env(), capture_output=True, text=True, timeout=PAIR_TIMEOUT_S)
+        r = run("ack-later")
+        assert r.returncode == 0 and "destroy 0 " in r.stdout, r.stdout + r.stderr
+        assert r.stdout.split()[-1] == "after-ack", r.stdout
+        r = run("never")
+        assert r.returncode == 0, r.stdout + r.stderr
+        assert r.stdout.split()[:3] == ["destroy", "-1", str(errno.EBUSY)], r.stdout
+        assert "rdma_ack_cm_event" in r.stderr, r.stderr
+    finally:
+        subprocess.run([str(CLI), "fabric", "rm", "--fabric", fabric.name], capture_output=True, timeout=30)
