@@ -205,6 +205,11 @@ bool FillSegments(Runtime* runtime, uintptr_t page_begin, uintptr_t page_end, Mr
       uint64_t id = 0;
       if (!CreateAnchor(runtime, piece.start, piece.end, &id)) return false;
       runtime->anchors.emplace(piece.start, Anchor{piece.end, id, 0});
+      // Unnamed ranges inside the new anchor are mapped anew: nothing of them to copy at fork.
+      auto& unnamed = runtime->unnamed_anchors;
+      for (auto it = unnamed.lower_bound(piece.start); it != unnamed.end() && it->first < piece.end;) {
+        it = it->second <= piece.end ? unnamed.erase(it) : std::next(it);
+      }
     }
     FillAnchorSegment(runtime, anchor_start, piece, &entry->segments[i], mr);
   }
@@ -303,33 +308,7 @@ ibv_mr* RegisterMr(ibv_pd* pd, void* addr, size_t length, uint64_t iova, unsigne
 namespace {
 int g_fork_pipe[2] = {-1, -1};
 constexpr int kForkCopyWaitMs = 10000;
-}  // namespace
 
-void PrepareForkAnchors() {
-  Runtime* runtime = Runtime::Get();
-  if (runtime == nullptr) return;
-  runtime->anchors_mutex.lock();
-  // The parent waits until the child has copied the shared pages, so that it copies them
-  // as they were at the fork.
-  const bool shared_pages = !runtime->anchors.empty() || !runtime->unnamed_anchors.empty();
-  if (shared_pages && pipe2(g_fork_pipe, O_CLOEXEC) != 0) g_fork_pipe[0] = g_fork_pipe[1] = -1;
-}
-
-void ParentAfterForkAnchors() {
-  Runtime* runtime = Runtime::Get();
-  if (runtime == nullptr) return;
-  if (g_fork_pipe[0] >= 0) {
-    close(g_fork_pipe[1]);  // without a child, the read below sees end-of-file at once
-    pollfd done{g_fork_pipe[0], POLLIN, 0};
-    char byte;
-    if (poll(&done, 1, kForkCopyWaitMs) > 0) [[maybe_unused]] ssize_t n = read(g_fork_pipe[0], &byte, 1);
-    close(g_fork_pipe[0]);
-    g_fork_pipe[0] = g_fork_pipe[1] = -1;
-  }
-  runtime->anchors_mutex.unlock();
-}
-
-namespace {
 // Replaces [start, end) by a private copy of itself.
 void MakePrivate(uintptr_t start, uintptr_t end) {
   size_t bytes = end - start;
@@ -352,6 +331,32 @@ bool MappedThroughout(uintptr_t start, uintptr_t end) {
   return true;
 }
 }  // namespace
+
+void PrepareForkAnchors() {
+  Runtime* runtime = Runtime::Get();
+  if (runtime == nullptr) return;
+  runtime->anchors_mutex.lock();
+  // Ranges unmapped since their anchor went (freed buffers) are nothing to copy any more.
+  std::erase_if(runtime->unnamed_anchors, [](const auto& range) { return !MappedThroughout(range.first, range.second); });
+  // The parent waits until the child has copied the shared pages, so that it copies them
+  // as they were at the fork.
+  const bool shared_pages = !runtime->anchors.empty() || !runtime->unnamed_anchors.empty();
+  if (shared_pages && pipe2(g_fork_pipe, O_CLOEXEC) != 0) g_fork_pipe[0] = g_fork_pipe[1] = -1;
+}
+
+void ParentAfterForkAnchors() {
+  Runtime* runtime = Runtime::Get();
+  if (runtime == nullptr) return;
+  if (g_fork_pipe[0] >= 0) {
+    close(g_fork_pipe[1]);  // without a child, the read below sees end-of-file at once
+    pollfd done{g_fork_pipe[0], POLLIN, 0};
+    char byte;
+    if (poll(&done, 1, kForkCopyWaitMs) > 0) [[maybe_unused]] ssize_t n = read(g_fork_pipe[0], &byte, 1);
+    close(g_fork_pipe[0]);
+    g_fork_pipe[0] = g_fork_pipe[1] = -1;
+  }
+  runtime->anchors_mutex.unlock();
+}
 
 void ChildAfterForkAnchors() {
   Runtime* runtime = Runtime::Get();
