@@ -233,13 +233,6 @@ class Ring {
     __builtin_prefetch(Slot(header_->dequeue_pos.load(std::memory_order_relaxed) & mask_));
   }
 
-  // Starts taking ownership of the slot the next push writes: a producer whose entries the
-  // consumer reads on another core gets the line's transfer going now, so its next push's
-  // stores (and the atomic behind them, which waits for them) do not wait for it.
-  void PrefetchTailForWrite() const {
-    __builtin_prefetch(Slot(header_->enqueue_pos.load(std::memory_order_relaxed) & mask_), 1);
-  }
-
   // Raises the producers' free-space cache to `dequeued`, a dequeue count known to have
   // been reached (with happens-before to that pop, e.g. through its completion). A racing
   // update may leave the cache lower: it is a lower bound either way.

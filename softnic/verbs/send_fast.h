@@ -245,7 +245,6 @@ struct UdAddress {
   CounterBlock& counters = at.lane[qp->device_index];
   CounterBlock& responder_counters = at.lane[peer->device];
   PushCqe(peer->recv_cq, cqe, responder_counters, (send_flags & IBV_SEND_SOLICITED) != 0);
-  peer->recv_cq.PrefetchTailForWrite();
 
   uint32_t slot = ++qp->sq_posted;
   bool signaled = qp->signal_all || (send_flags & IBV_SEND_SIGNALED);
