@@ -43,7 +43,7 @@ bool TakeCountedEvent(std::atomic<uint32_t>& count) {
 
 // A completion frees its WQE's slot, as on a NIC: a send completion retires the send queue
 // up to it, a receive completion tells post_recv how far the receive ring was consumed.
-void Retire(Runtime* runtime, const SoftCq* cq, const Cqe& cqe) {
+[[gnu::always_inline]] inline void Retire(Runtime* runtime, const SoftCq* cq, const Cqe& cqe) {
   if (!cqe.is_send && cqe.recv_dequeued == 0) return;
   SoftQp* qp = runtime->local_qps[cq->device_index][cqe.qp_num & (kMaxQpsPerDevice - 1)];
   if (qp == nullptr || qp->ex.qp_base.qp_num != cqe.qp_num) return;  // not a later QP in a reused slot
