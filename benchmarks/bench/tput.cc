@@ -123,7 +123,19 @@ class TputRun {
   std::uint64_t PollSends(ActiveThread& thread, bool measuring);
   void LearnCasResults(ActiveThread& thread, std::size_t queue, std::uint64_t from, std::uint64_t upto);
   void RunPassive(PassiveThread& thread, std::uint32_t size);
-  void PostRecv(PassiveThread& thread, std::size_t queue, std::uint32_t slot);
+  // Consumed RECVs re-posted as one list per run of completions of a queue: a receiver
+  // that is behind refills a poll's worth with one post, as NIC drivers do.
+  class RecvRefill {
+   public:
+    void Add(const TputRun& run, PassiveThread& thread, std::size_t queue, std::uint32_t slot);
+    void Post(PassiveThread& thread);
+
+   private:
+    ibv_recv_wr wrs_[kPollBatch];
+    ibv_sge sges_[kPollBatch];
+    std::size_t queue_ = 0;
+    int count_ = 0;
+  };
   ResultRow Measure(std::size_t size_index, std::uint32_t size);
   json ValidatePassive(std::uint32_t size, const json& posts_by_source);
 
@@ -234,9 +246,11 @@ void TputRun::Setup() {
   }
   if (plan_.passive && plan_.kind == VerbKind::kSend) {
     for (auto& thread : passive_) {
+      RecvRefill refill;
       for (std::size_t q = 0; q < thread.qps.size(); ++q) {
-        for (std::uint32_t slot = 0; slot < recv_depth_; ++slot) PostRecv(thread, q, slot);
+        for (std::uint32_t slot = 0; slot < recv_depth_; ++slot) refill.Add(*this, thread, q, slot);
       }
+      refill.Post(thread);
     }
   }
   if (plan_.active) TargetPeers(peer_endpoints);
@@ -290,16 +304,27 @@ void TputRun::TargetPeers(const json& endpoints_of_peers) {
   }
 }
 
-void TputRun::PostRecv(PassiveThread& thread, std::size_t queue, std::uint32_t slot) {
-  const std::uint64_t offset = (queue * recv_depth_ + slot) * std::uint64_t{recv_slot_bytes_};
-  ibv_sge sge{reinterpret_cast<std::uintptr_t>(thread.recv.data() + offset), recv_slot_bytes_, thread.recv.mr->lkey};
-  ibv_recv_wr wr{};
+void TputRun::RecvRefill::Add(const TputRun& run, PassiveThread& thread, std::size_t queue, std::uint32_t slot) {
+  if (count_ != 0 && (queue != queue_ || count_ == kPollBatch)) Post(thread);
+  queue_ = queue;
+  const std::uint64_t offset = (queue * run.recv_depth_ + slot) * std::uint64_t{run.recv_slot_bytes_};
+  sges_[count_] = {reinterpret_cast<std::uintptr_t>(thread.recv.data() + offset), run.recv_slot_bytes_,
+                   thread.recv.mr->lkey};
+  ibv_recv_wr& wr = wrs_[count_];
   wr.wr_id = (std::uint64_t{queue} << 32) | slot;
-  wr.sg_list = &sge;
+  wr.sg_list = &sges_[count_];
   wr.num_sge = 1;
+  wr.next = nullptr;
+  if (count_ != 0) wrs_[count_ - 1].next = &wr;
+  ++count_;
+}
+
+void TputRun::RecvRefill::Post(PassiveThread& thread) {
+  if (count_ == 0) return;
   ibv_recv_wr* bad = nullptr;
-  const int error_number = ibv_post_recv(thread.qps[queue], &wr, &bad);
-  if (error_number != 0) FailErrno("ibv_post_recv (re-posting a consumed RECV)", error_number);
+  const int error_number = ibv_post_recv(thread.qps[queue_], wrs_, &bad);
+  if (error_number != 0) FailErrno("ibv_post_recv (re-posting consumed RECVs)", error_number);
+  count_ = 0;
 }
 
 void TputRun::PrepareBatch(ActiveThread& thread, const Target& target, std::uint32_t size, int count) {
@@ -538,6 +563,7 @@ void TputRun::RunPassive(PassiveThread& thread, std::uint32_t size) {
   const bool validate = session_.options().validate;
   const std::uint32_t payload_offset = plan_.qp_type == IBV_QPT_UD ? kUdGrhBytes : 0;
   ibv_wc completions[kPollBatch];
+  RecvRefill refill;
   thread.received = thread.bad_bytes = thread.bad_messages = 0;
   // Stops only once the CQ is empty after the stop flag: every sender finished before the
   // flag was raised, so what is still queued belongs to this payload size.
@@ -559,8 +585,9 @@ void TputRun::RunPassive(PassiveThread& thread, std::uint32_t size) {
         }
       }
       ++thread.received;
-      PostRecv(thread, queue, slot);
+      refill.Add(*this, thread, queue, slot);
     }
+    refill.Post(thread);
   }
 }
 

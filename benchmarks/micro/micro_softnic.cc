@@ -365,14 +365,18 @@ void BM_WrApiWrite(benchmark::State& state) {
 }
 BENCHMARK(BM_WrApiWrite);
 
-// Each iteration is one SEND of `bytes` (inline, one signaled per kBatchWrs) from A and,
-// on B, the poll of its receive completion and the re-post of that RECV, one per call as
-// perftest's ib_send_bw does: the whole cost of a message on both sides, which callgrind
-// counts per pair. B's buffer holds the UD GRH in front of the payload.
+// Each iteration is `recv_batch` SENDs of `bytes` (inline, one signaled per kBatchWrs) from
+// A and, on B, one poll of their receive completions and the re-post of those RECVs as one
+// list: with a batch of 1, one per call as perftest's ib_send_bw does; with more, as a
+// receiver that is behind (rdmalab-bench's) does. The whole cost of a message on both sides,
+// which callgrind counts per call. B's buffer holds the UD GRH in front of the payload.
 void BM_SendRecv(benchmark::State& state) {
   const ibv_qp_type type = state.range(0) != 0 ? IBV_QPT_UD : IBV_QPT_RC;
   const auto bytes = static_cast<uint32_t>(state.range(1));
+  const auto recv_batch = static_cast<uint32_t>(state.range(2));
   constexpr uint32_t kGrhBytes = 40;
+  constexpr uint32_t kMaxRecvBatch = 16;
+  static_assert(kMaxRecvBatch <= kRqDepth);
   std::unique_ptr<Pair> pair;
   ibv_ah* ah = nullptr;
   try {
@@ -386,15 +390,19 @@ void BM_SendRecv(benchmark::State& state) {
   Side& b = *pair->b;
   const uint32_t recv_bytes = bytes + kGrhBytes;
   ibv_sge recv_sge{reinterpret_cast<uintptr_t>(b.buf.get()), recv_bytes, b.mr->lkey};
-  ibv_recv_wr recv{};
-  recv.sg_list = &recv_sge;
-  recv.num_sge = 1;
-  auto post_recv = [&] {
+  ibv_recv_wr recvs[kMaxRecvBatch];
+  for (uint32_t i = 0; i < kMaxRecvBatch; ++i) {
+    recvs[i] = {};
+    recvs[i].sg_list = &recv_sge;
+    recvs[i].num_sge = 1;
+    recvs[i].next = i + 1 < recv_batch ? &recvs[i + 1] : nullptr;
+  }
+  auto post_recvs = [&] {
     ibv_recv_wr* bad = nullptr;
-    return ibv_post_recv(b.qp, &recv, &bad) == 0;
+    return ibv_post_recv(b.qp, &recvs[0], &bad) == 0;
   };
-  for (uint32_t i = 0; i < kRqDepth; ++i) {
-    if (!post_recv()) {
+  for (uint32_t i = 0; i < kRqDepth / recv_batch; ++i) {
+    if (!post_recvs()) {
       state.SkipWithError("ibv_post_recv failed");
       ibv_destroy_ah(ah);
       return;
@@ -412,31 +420,43 @@ void BM_SendRecv(benchmark::State& state) {
   }
   uint32_t in_flight = 0;
   uint64_t sent = 0;
+  ibv_wc wcs[kMaxRecvBatch];
   for (auto _ : state) {
-    wr.send_flags = IBV_SEND_INLINE | (++sent % kBatchWrs == 0 ? IBV_SEND_SIGNALED : 0);
-    ibv_send_wr* bad = nullptr;
-    if (int rc = ibv_post_send(a.qp, &wr, &bad)) {
-      state.SkipWithError((std::string("ibv_post_send: ") + std::strerror(rc)).c_str());
+    for (uint32_t i = 0; i < recv_batch; ++i) {
+      wr.send_flags = IBV_SEND_INLINE | (++sent % kBatchWrs == 0 ? IBV_SEND_SIGNALED : 0);
+      ibv_send_wr* bad = nullptr;
+      if (int rc = ibv_post_send(a.qp, &wr, &bad)) {
+        state.SkipWithError((std::string("ibv_post_send: ") + std::strerror(rc)).c_str());
+        break;
+      }
+      if (sent % kBatchWrs == 0 && !signaled_batch_posted(a.cq, in_flight, state)) break;
+    }
+    if (state.error_occurred()) break;
+    bool received = ibv_poll_cq(b.cq, int(recv_batch), wcs) == int(recv_batch);
+    for (uint32_t i = 0; i < recv_batch && received; ++i) {
+      received = wcs[i].status == IBV_WC_SUCCESS && wcs[i].byte_len == (ah ? recv_bytes : bytes);
+    }
+    if (!received) {
+      state.SkipWithError("the receiver found fewer successful completions of the right length than were sent");
       break;
     }
-    ibv_wc wc;
-    if (ibv_poll_cq(b.cq, 1, &wc) != 1 || wc.status != IBV_WC_SUCCESS || wc.byte_len != (ah ? recv_bytes : bytes)) {
-      state.SkipWithError("the receiver found no successful completion of the right length");
-      break;
-    }
-    if (!post_recv()) {
+    if (!post_recvs()) {
       state.SkipWithError("ibv_post_recv failed");
       break;
     }
-    if (sent % kBatchWrs == 0 && !signaled_batch_posted(a.cq, in_flight, state)) break;
   }
   retire(a.cq, in_flight, 0, state);
-  state.SetItemsProcessed(int64_t(state.iterations()));
-  state.counters["sec_per_pair"] =
-      benchmark::Counter(double(state.iterations()), benchmark::Counter::kIsRate | benchmark::Counter::kInvert);
+  state.SetItemsProcessed(int64_t(state.iterations() * recv_batch));
+  state.counters["sec_per_pair"] = benchmark::Counter(double(state.iterations() * recv_batch),
+                                                      benchmark::Counter::kIsRate | benchmark::Counter::kInvert);
   if (ah != nullptr) ibv_destroy_ah(ah);
 }
-BENCHMARK(BM_SendRecv)->ArgNames({"ud", "bytes"})->Args({0, 32})->Args({1, 32});
+BENCHMARK(BM_SendRecv)
+    ->ArgNames({"ud", "bytes", "recv_batch"})
+    ->Args({0, 32, 1})
+    ->Args({1, 32, 1})
+    ->Args({0, 32, 16})
+    ->Args({1, 32, 16});
 
 }  // namespace
 

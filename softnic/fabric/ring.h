@@ -118,6 +118,69 @@ class Ring {
     }
   }
 
+  // TryPush for a list: claims up to `count` consecutive positions with one CAS and calls
+  // fill(i, payload) for the i-th, publishing each as soon as it is filled (so a consumer
+  // takes the first while the rest are written). Returns how many it pushed; fewer than
+  // `count` only when the ring is full.
+  template <typename Fill>
+  uint32_t TryPushMany(uint32_t count, Fill&& fill) {
+    uint64_t pos = header_->enqueue_pos.load(std::memory_order_relaxed);
+    for (;;) {
+      uint64_t free = FreeAfter(pos, __atomic_load_n(&dequeue_seen_, __ATOMIC_ACQUIRE));
+      if (free < count) {
+        uint64_t dequeued = header_->dequeue_pos.load(std::memory_order_acquire);
+        __atomic_store_n(&dequeue_seen_, dequeued, __ATOMIC_RELEASE);
+        free = FreeAfter(pos, dequeued);
+        if (free == 0) {
+          uint64_t now = header_->enqueue_pos.load(std::memory_order_relaxed);
+          if (now == pos) return 0;
+          pos = now;
+          continue;
+        }
+      }
+      uint32_t claimed = free < count ? uint32_t(free) : count;
+      if (header_->enqueue_pos.compare_exchange_weak(pos, pos + claimed, std::memory_order_relaxed)) {
+        for (uint32_t i = 0; i < claimed; ++i) {
+          RingSlot* slot = Slot((pos + i) & mask_);
+          fill(i, Payload(slot));
+          slot->sequence.store(pos + i + 1, std::memory_order_release);
+        }
+        return claimed;
+      }
+    }
+  }
+
+  // TryPop for up to `max` entries with one claim: copy(i, payload) copies out the i-th
+  // oldest; what it copied is the caller's only if the call returns more than i (a failed
+  // claim drops the copies and starts over). Returns the count taken, 0 when empty;
+  // `dequeued` as for TryPop.
+  template <typename Copy>
+  uint32_t TryPopMany(uint32_t max, uint64_t* dequeued, Copy&& copy) {
+    uint64_t pos = header_->dequeue_pos.load(std::memory_order_relaxed);
+    for (;;) {
+      uint32_t ready = 0;
+      while (ready < max) {
+        RingSlot* slot = Slot((pos + ready) & mask_);
+        if (slot->sequence.load(std::memory_order_acquire) != pos + ready + 1) break;
+        copy(ready, static_cast<const void*>(Payload(slot)));
+        ++ready;
+      }
+      if (ready == 0) {
+        int64_t diff = static_cast<int64_t>(Slot(pos & mask_)->sequence.load(std::memory_order_acquire) - (pos + 1));
+        if (diff < 0) return 0;
+        pos = header_->dequeue_pos.load(std::memory_order_relaxed);  // another consumer took it
+        continue;
+      }
+      // Success means nobody claimed pos..pos+ready-1 since they were published, so no
+      // producer can have refilled them under the copies.
+      if (header_->dequeue_pos.compare_exchange_weak(pos, pos + ready, std::memory_order_release,
+                                                     std::memory_order_relaxed)) {
+        if (dequeued != nullptr) *dequeued = pos + ready;
+        return ready;
+      }
+    }
+  }
+
   // Copies the oldest entry's first `bytes` (at most payload_bytes) to `out`. False when
   // the ring is empty. `dequeued`, if given, receives the dequeue count after this pop:
   // whoever later learns it (a receive completion carries it to the ring's owner) can pass
@@ -191,6 +254,14 @@ class Ring {
     return reinterpret_cast<RingSlot*>(slots_ + index * slot_bytes_);
   }
   static void* Payload(RingSlot* slot) { return reinterpret_cast<uint8_t*>(slot) + kRingSlotHeaderBytes; }
+
+  // Free slots after enqueue position `pos` if the consumers have taken `dequeued`. Either may
+  // be stale: a pos behind dequeued fails its claim anyway, a dequeued more than a ring
+  // behind pos (a stale cache) proves no space.
+  uint64_t FreeAfter(uint64_t pos, uint64_t dequeued) const {
+    if (dequeued > pos || pos - dequeued > mask_) return 0;
+    return mask_ + 1 - (pos - dequeued);
+  }
 
   RingHeader* header_ = nullptr;
   uint8_t* slots_ = nullptr;

@@ -180,6 +180,7 @@ struct Destination {
   Ring recv_queue;
   Ring recv_cq;
   KeyTranslation recv_key;  // the send fast path: the last receive lkey written through
+  ibv_grh grh;              // UD: the GRH a message to this destination carries, but its length
 };
 
 // A send WR in the engine's one form, whether it came from ibv_post_send, the ibv_wr_*

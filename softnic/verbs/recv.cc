@@ -12,31 +12,57 @@
 namespace softnic {
 namespace {
 
-// Appends a chain of receive WRs to a ring of `max_sge` SGEs per WQE. Stops at the first
-// bad WR (EINVAL for too many SGEs, ENOMEM when the ring is full), like a NIC's post_recv.
-int PostToRing(Ring& ring, uint32_t max_sge, ibv_recv_wr* wr, ibv_recv_wr** bad_wr) {
-  for (; wr != nullptr; wr = wr->next) {
-    if (wr->num_sge < 0 || uint32_t(wr->num_sge) > max_sge) {
+constexpr uint32_t kMaxWrsPerClaim = 64;
+
+[[gnu::always_inline]] inline void WriteRecvWqe(void* payload, const ibv_recv_wr* wr, uint32_t max_sge) {
+  auto* wqe = static_cast<RecvWqe*>(payload);
+  wqe->wr_id = wr->wr_id;
+  uint32_t used = uint32_t(wr->num_sge);
+  if (max_sge == 1 && used == 1) {
+    wqe->sge[0] = wr->sg_list[0];
+  } else {
+    std::memcpy(wqe->sge, wr->sg_list, sizeof(ibv_sge) * used);
+    std::memset(&wqe->sge[used], 0, sizeof(ibv_sge) * (max_sge - used));
+  }
+}
+
+// Appends a chain of receive WRs to a ring of `max_sge` SGEs per WQE, each run of good WRs
+// with one claim (a refill of many RECVs costs one atomic, not one per WQE). Stops at the
+// first bad WR (EINVAL for too many SGEs, ENOMEM when the ring is full), like a NIC's
+// post_recv.
+[[gnu::noinline]] int PostListToRing(Ring& ring, uint32_t max_sge, ibv_recv_wr* wr, ibv_recv_wr** bad_wr) {
+  while (wr != nullptr) {
+    uint32_t run = 0;
+    for (const ibv_recv_wr* w = wr; w != nullptr && run < kMaxWrsPerClaim; w = w->next, ++run) {
+      if (w->num_sge < 0 || uint32_t(w->num_sge) > max_sge) break;
+    }
+    if (run == 0) {
       *bad_wr = wr;
       return EINVAL;
     }
-    bool pushed = ring.TryPush([&](void* payload) {
-      auto* wqe = static_cast<RecvWqe*>(payload);
-      wqe->wr_id = wr->wr_id;
-      uint32_t used = uint32_t(wr->num_sge);
-      if (max_sge == 1 && used == 1) {
-        wqe->sge[0] = wr->sg_list[0];
-      } else {
-        std::memcpy(wqe->sge, wr->sg_list, sizeof(ibv_sge) * used);
-        std::memset(&wqe->sge[used], 0, sizeof(ibv_sge) * (max_sge - used));
-      }
+    ibv_recv_wr* next = wr;
+    uint32_t pushed = ring.TryPushMany(run, [&](uint32_t, void* payload) {
+      WriteRecvWqe(payload, next, max_sge);
+      next = next->next;
     });
-    if (!pushed) {
-      *bad_wr = wr;
+    if (pushed < run) {
+      *bad_wr = next;
       return ENOMEM;
     }
+    wr = next;
   }
   return 0;
+}
+
+// One WR, the common re-post, with one push; a list, or a bad WR, takes PostListToRing (out
+// of line, so that its loop does not widen this frame).
+int PostToRing(Ring& ring, uint32_t max_sge, ibv_recv_wr* wr, ibv_recv_wr** bad_wr) {
+  if (wr == nullptr || wr->next != nullptr || wr->num_sge < 0 || uint32_t(wr->num_sge) > max_sge) {
+    return PostListToRing(ring, max_sge, wr, bad_wr);
+  }
+  if (ring.TryPush([&](void* payload) { WriteRecvWqe(payload, wr, max_sge); })) return 0;
+  *bad_wr = wr;
+  return ENOMEM;
 }
 
 void FlushRecvWr(SoftQp* qp, uint64_t wr_id) {

@@ -283,7 +283,7 @@ Outcome ExecuteSend(Runtime* runtime, SoftQp* qp, const WorkRequest& wr, Destina
   uint32_t all_count = 0;
   uint8_t grh[kUdGrhBytes];
   if (ud) {
-    WriteGrh(grh, fabric, qp->device_index, destination.device, total);
+    WriteGrh(grh, destination.grh, total);
     all_sources[all_count++] = Piece{grh, kUdGrhBytes};
     if (ReceiverSeesGrh(fabric, wr.ah)) cqe.wc_flags |= IBV_WC_GRH;
   }

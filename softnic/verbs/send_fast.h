@@ -18,6 +18,8 @@
 
 #include <endian.h>
 
+#include <cstddef>
+
 #include "softnic/verbs/engine.h"
 
 namespace softnic {
@@ -124,17 +126,22 @@ uint8_t* TranslateIntoCache(Runtime* runtime, uint32_t device, uint32_t key, uin
   return FastResult::kDone;
 }
 
-// The GRH a UD receiver finds in front of the payload.
-[[gnu::always_inline]] inline void WriteGrh(uint8_t* at, const FabricHeader& fabric, uint32_t source_device,
-                                            uint32_t destination_device, uint64_t payload_bytes) {
+// The GRH of every UD message from `source_device` to `destination_device`, but its length.
+inline ibv_grh MakeGrh(const FabricHeader& fabric, uint32_t source_device, uint32_t destination_device) {
   ibv_grh grh{};
   grh.version_tclass_flow = htobe32(6u << 28);
-  grh.paylen = htobe16(static_cast<uint16_t>(payload_bytes));
   grh.next_hdr = 0x1b;  // IB transport header follows
   grh.hop_limit = 64;
   std::memcpy(grh.sgid.raw, fabric.devices[source_device].gid, sizeof(grh.sgid.raw));
   std::memcpy(grh.dgid.raw, fabric.devices[destination_device].gid, sizeof(grh.dgid.raw));
-  std::memcpy(at, &grh, kUdGrhBytes);
+  return grh;
+}
+
+// The GRH a UD receiver finds in front of the payload: the destination's, with the length.
+[[gnu::always_inline]] inline void WriteGrh(uint8_t* at, const ibv_grh& destination_grh, uint64_t payload_bytes) {
+  std::memcpy(at, &destination_grh, kUdGrhBytes);
+  uint16_t paylen = htobe16(static_cast<uint16_t>(payload_bytes));
+  std::memcpy(at + offsetof(ibv_grh, paylen), &paylen, sizeof(paylen));
 }
 
 // Whether a UD receiver's completion says a GRH is present: always on RoCE, on IB when the
@@ -221,7 +228,7 @@ struct UdAddress {
   }
   peer->recv_queue.PrefetchHead();
   if (ud) {
-    WriteGrh(target, fabric, qp->device_index, peer->device, sge.length);
+    WriteGrh(target, peer->grh, sge.length);
     target += kUdGrhBytes;
   }
   if (sge.length <= kSmallCopyBytes) {

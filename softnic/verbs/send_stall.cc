@@ -4,6 +4,7 @@
 #include <cstring>
 
 #include "softnic/verbs/engine.h"
+#include "softnic/verbs/send_fast.h"
 
 namespace softnic {
 namespace {
@@ -103,6 +104,7 @@ Destination* ResolveDestination(Runtime* runtime, SoftQp* qp, const WorkRequest&
       *destination = Destination{};
       return nullptr;
     }
+    if (qp->ex.qp_base.qp_type == IBV_QPT_UD) destination->grh = MakeGrh(fabric, qp->device_index, uint32_t(device));
   }
   return Usable(fabric, *destination) ? destination : nullptr;
 }

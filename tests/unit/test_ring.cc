@@ -3,6 +3,7 @@
 // producers' free-space cache never lets a push overwrite an entry not yet taken.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstdint>
@@ -68,6 +69,38 @@ TEST(Ring, FullAndEmptyAreReportedInOrder) {
   EXPECT_FALSE(ring.TryPop(&out, sizeof(out)));
 }
 
+// Pushes values first..first+count-1 as one list; returns how many went in.
+uint32_t PushMany(Ring& ring, uint64_t first, uint32_t count) {
+  return ring.TryPushMany(count, [&](uint32_t i, void* payload) {
+    auto* entry = static_cast<Entry*>(payload);
+    for (uint64_t& word : entry->words) word = first + i;
+  });
+}
+
+uint32_t PopMany(Ring& ring, Entry* out, uint32_t max, uint64_t* dequeued = nullptr) {
+  return ring.TryPopMany(max, dequeued,
+                         [&](uint32_t i, const void* payload) { std::memcpy(&out[i], payload, sizeof(Entry)); });
+}
+
+TEST(Ring, ListsPushAsMuchAsFitsAndPopInOrder) {
+  RingMemory memory(4);
+  Ring& ring = memory.ring();
+  Entry out[8];
+  EXPECT_EQ(PopMany(ring, out, 8), 0u);
+  EXPECT_EQ(PushMany(ring, 1, 6), 4u) << "a ring of 4 took more than 4 of a list of 6";
+  EXPECT_EQ(PushMany(ring, 7, 1), 0u);
+  uint64_t dequeued = 0;
+  ASSERT_EQ(PopMany(ring, out, 3, &dequeued), 3u);
+  EXPECT_EQ(dequeued, 3u);
+  for (uint64_t i = 0; i < 3; ++i) EXPECT_EQ(out[i].words[kPayloadWords - 1], i + 1);
+  EXPECT_EQ(PushMany(ring, 5, 5), 3u) << "space freed by a pop of 3 is 3 slots";
+  ASSERT_EQ(PopMany(ring, out, 8, &dequeued), 4u);
+  EXPECT_EQ(dequeued, 7u);
+  for (uint64_t i = 0; i < 4; ++i) EXPECT_EQ(out[i].words[0], i + 4);
+  Entry one;
+  EXPECT_FALSE(ring.TryPop(&one, sizeof(one)));
+}
+
 TEST(Ring, AProducerHandleSeesSpaceFreedThroughAnotherHandle) {
   RingMemory memory(2);
   Ring producer = memory.Handle();
@@ -86,7 +119,8 @@ TEST(Ring, AProducerHandleSeesSpaceFreedThroughAnotherHandle) {
   }
 }
 
-TEST(Ring, ConcurrentProducersAndConsumersTakeEveryEntryOnceAndWhole) {
+// Producers push one entry or lists of `push_list`; consumers pop one or up to `pop_list`.
+void TakeEveryEntryOnceAndWhole(uint32_t push_list, uint32_t pop_list) {
   // More threads than the 2 cores here: preemption mid-push and mid-pop happens too.
   constexpr uint32_t kProducers = 2;
   constexpr uint32_t kConsumers = 2;
@@ -105,34 +139,41 @@ TEST(Ring, ConcurrentProducersAndConsumersTakeEveryEntryOnceAndWhole) {
       Ring ring = memory.Handle();
       for (uint64_t i = 0; i < kPerProducer; ++i) {
         uint64_t value = p * kPerProducer + i + 1;
-        while (!Push(ring, value)) {
+        uint32_t want = push_list == 1 ? 1 : uint32_t(std::min<uint64_t>(push_list, kPerProducer - i));
+        uint32_t pushed;
+        while ((pushed = want == 1 ? uint32_t(Push(ring, value)) : PushMany(ring, value, want)) == 0) {
           if (!in_time()) return;
           std::this_thread::yield();
         }
+        i += pushed - 1;
       }
     });
   }
   for (uint32_t c = 0; c < kConsumers; ++c) {
     threads.emplace_back([&] {
       Ring ring = memory.Handle();
-      Entry out;
+      std::vector<Entry> out(pop_list);
       uint32_t empty_polls = 0;
       while (taken.load(std::memory_order_relaxed) < kProducers * kPerProducer) {
-        if (!ring.TryPop(&out, sizeof(out))) {
+        uint32_t got = pop_list == 1 ? uint32_t(ring.TryPop(&out[0], sizeof(Entry))) : PopMany(ring, out.data(), pop_list);
+        if (got == 0) {
           if (++empty_polls % kEmptyPollsPerYield == 0) {
             if (!in_time()) return;
             std::this_thread::yield();
           }
           continue;
         }
-        bool whole = out.words[0] != 0 && out.words[0] < seen.size();
-        for (uint64_t word : out.words) whole = whole && word == out.words[0];
-        if (!whole) {
-          torn.fetch_add(1);  // never index `seen` with a value no producer pushed
-        } else {
-          seen[out.words[0]].fetch_add(1);
+        for (uint32_t e = 0; e < got; ++e) {
+          const Entry& entry = out[e];
+          bool whole = entry.words[0] != 0 && entry.words[0] < seen.size();
+          for (uint64_t word : entry.words) whole = whole && word == entry.words[0];
+          if (!whole) {
+            torn.fetch_add(1);  // never index `seen` with a value no producer pushed
+          } else {
+            seen[entry.words[0]].fetch_add(1);
+          }
         }
-        taken.fetch_add(1);
+        taken.fetch_add(got);
       }
     });
   }
@@ -143,6 +184,10 @@ TEST(Ring, ConcurrentProducersAndConsumersTakeEveryEntryOnceAndWhole) {
   for (uint64_t v = 1; v < seen.size(); ++v) wrong += seen[v].load() != 1;
   EXPECT_EQ(wrong, 0u) << "entries taken zero or several times";
 }
+
+TEST(Ring, ConcurrentProducersAndConsumersTakeEveryEntryOnceAndWhole) { TakeEveryEntryOnceAndWhole(1, 1); }
+
+TEST(Ring, ConcurrentListPushesAndPopsTakeEveryEntryOnceAndWhole) { TakeEveryEntryOnceAndWhole(3, 5); }
 
 }  // namespace
 }  // namespace softnic
