@@ -45,10 +45,11 @@ class RingWriter {
 struct ClientTotals {
   VerbTally verbs;
   std::uint64_t torn_rereads = 0;        // value READs that raced with a PUT's copy and were made again
-  std::uint64_t checksum_failures = 0;   // Pilaf full: GETs whose bucket or extent kept failing its CRC64
+  std::uint64_t checksum_failures = 0;   // full stores: GETs whose bucket or extent kept failing its CRC64
   std::uint64_t backpressure_waits = 0;  // FaRM: PUTs that waited for a free ring slot
   std::uint64_t lock_retries = 0;        // DrTM: lock CASes that found the lock taken
   std::uint64_t lock_failures = 0;       // DrTM: PUTs refused after --lock-retries
+  std::uint64_t table_full = 0;          // FaRM full: PUTs refused, the hopscotch table had no place
   void Add(const ClientTotals& other);
   nlohmann::json Json() const;
   static ClientTotals FromJson(const nlohmann::json& json);
@@ -62,6 +63,27 @@ struct ClientTotals {
 // (kv/workload) and READs again, at most kMaxTornRereads times, so that only a value that
 // stays wrong reaches the client core's validation.
 constexpr std::uint32_t kMaxTornRereads = 16;
+
+// The full stores' READs sealed by a CRC64: one that fails is made again, at most
+// kMaxTornRereads times for one GET; then the memory is taken as corrupt (counted) and the
+// GET is answered as a miss, never with its bytes.
+class SealedReads {
+ public:
+  explicit SealedReads(std::uint32_t window) : rereads_(window, 0) {}
+  void Start(std::uint32_t slot) { rereads_[slot] = 0; }
+  // After a failed check: true to READ again (counted as torn), false to give up (counted as corrupt).
+  bool Again(std::uint32_t slot, ClientTotals* totals) {
+    if (rereads_[slot]++ < kMaxTornRereads) {
+      ++totals->torn_rereads;
+      return true;
+    }
+    ++totals->checksum_failures;
+    return false;
+  }
+
+ private:
+  std::vector<std::uint32_t> rereads_;
+};
 class TornReads {
  public:
   explicit TornReads(std::uint32_t window) : rereads_(window, 0) {}
@@ -85,6 +107,7 @@ class TornReads {
 inline Response PutAnswered(const Answer& answer, std::uint8_t answer_verb, ClientTotals* totals) {
   ++totals->verbs.wrs[answer_verb];
   ++totals->verbs.puts;
+  if (answer.status == kStatusTableFull) ++totals->table_full;
   return Response{answer.id, answer.status == kStatusStored, nullptr, 0};
 }
 
