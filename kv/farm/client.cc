@@ -7,7 +7,8 @@
 // --store full: the neighbourhood is the real one of the server's hopscotch table
 // (kv/remote/hopscotch.h), READ at the key's home bucket, each bucket 16 bytes longer
 // (version and CRC64); a torn or corrupt bucket or extent is READ again, and a miss is
-// answered only once a second READ confirms it (ScanNeighbourhood's rules).
+// answered only once the home's version is seen unchanged before and after a READ that found
+// no key: a second neighbourhood READ, then a READ of the home bucket (hopscotch.h's rules).
 #include "kv/core/systems.h"
 #include "kv/remote/client.h"
 #include "kv/remote/crc64.h"
@@ -17,8 +18,8 @@ namespace rdmalab::kv {
 namespace remote {
 namespace {
 
-enum FarmStep : std::uint32_t { kReadNeighbourhood, kReadValue };
-constexpr std::uint64_t kNoVersion = 1;  // odd: never an absent READ's home version
+enum FarmStep : std::uint32_t { kReadNeighbourhood, kReadValue, kReadHome };
+constexpr std::uint64_t kNoVersion = 1;  // odd: never a version a miss can rest on
 
 class FarmTransport {
  public:
@@ -64,6 +65,12 @@ class FarmTransport {
                      kNeighbourhood * layout_.entry_bytes);
     ++totals_->verbs.wrs[kFarmNeighbourhoodRead];
   }
+  // Full: the home bucket alone, after a neighbourhood READ that found no key.
+  void ReadHome(std::uint32_t id) {
+    connection_.Read(ReadWrId(id, kReadHome), layout_.NeighbourhoodOffset(pending_[SlotOf(id)].key),
+                     connection_.ReadBuffer(SlotOf(id)), layout_.entry_bytes);
+    ++totals_->verbs.wrs[kFarmHomeRead];
+  }
   void ReadValue(std::uint32_t id, std::uint64_t pointer) {
     pointers_[SlotOf(id)] = pointer;
     connection_.Read(ReadWrId(id, kReadValue), pointer, connection_.ReadBuffer(SlotOf(id)), value_read_bytes_);
@@ -90,7 +97,7 @@ class FarmTransport {
   std::vector<std::uint64_t> pointers_;  // FaRM-VAR, per window slot: where its value is
   TornReads torn_;
   SealedReads sealed_;                        // full: READs made again after a failed CRC64
-  std::vector<std::uint64_t> absent_versions_;  // full, per window slot: the home version a first miss saw
+  std::vector<std::uint64_t> absent_versions_;  // full, per window slot: the home's version before the READ under way
   bool var_;
   std::uint32_t value_read_bytes_;
 };
@@ -123,6 +130,16 @@ bool FarmTransport::Emulated(std::uint32_t id, std::uint32_t step, Response& out
 bool FarmTransport::Full(std::uint32_t id, std::uint32_t step, Response& out) {
   const std::uint32_t slot = SlotOf(id);
   const std::uint8_t* read = connection_.ReadBuffer(slot);
+  if (step == kReadHome) {
+    const std::uint64_t after = HomeVersion(read, layout_.HopscotchPayloadBytes());
+    if (after == absent_versions_[slot]) {
+      out = Response{id, false, nullptr, 0};  // no entry of the home moved while the READ found no key
+      return true;
+    }
+    absent_versions_[slot] = after % 2 == 0 ? after : kNoVersion;
+    ReadNeighbourhood(pending_[slot]);
+    return false;
+  }
   if (step == kReadValue) {
     if (ExtentChecks(read, layout_.value_bytes)) {
       out = Response{id, true, read, layout_.value_bytes};
@@ -154,15 +171,16 @@ bool FarmTransport::Full(std::uint32_t id, std::uint32_t step, Response& out) {
       out = Response{id, false, nullptr, 0};
       return true;
     case NeighbourhoodScan::kAbsent:
-      // Confirmed by a second READ with the home's version unchanged. A changed version means
-      // a move raced with the READ; moves are finite (an insert makes at most
-      // kHopscotchProbeBuckets), so this ends.
-      if (absent_versions_[slot] == scan.home_version) {
-        out = Response{id, false, nullptr, 0};
-        return true;
+      // This READ's version was read before the next READ is posted: READ again with it as the
+      // version before. A READ that found no key with the version before unchanged is checked
+      // against the version after. A changed version means a move raced; moves are finite (an
+      // insert makes at most kHopscotchProbeBuckets), so this ends.
+      if (absent_versions_[slot] != scan.home_version) {
+        absent_versions_[slot] = scan.home_version;
+        ReadNeighbourhood(pending_[slot]);
+        return false;
       }
-      absent_versions_[slot] = scan.home_version;
-      ReadNeighbourhood(pending_[slot]);
+      ReadHome(id);
       return false;
   }
   return false;

@@ -155,10 +155,16 @@ NeighbourhoodScan ScanNeighbourhood(const std::uint8_t* neighbourhood, const Key
       return {NeighbourhoodScan::kTorn, nullptr, 0};
     }
   }
-  std::uint64_t version = 0;
-  std::memcpy(&version, neighbourhood + VersionOffset(payload_bytes), sizeof(version));
+  const std::uint64_t version = HomeVersion(neighbourhood, payload_bytes);
   if (version % 2 != 0) return {NeighbourhoodScan::kTorn, nullptr, 0};
   return {NeighbourhoodScan::kAbsent, nullptr, version};
+}
+
+std::uint64_t HomeVersion(const std::uint8_t* home_bucket, std::uint32_t payload_bytes) {
+  if (!HopscotchBucketChecks(home_bucket, payload_bytes)) return kTornVersion;
+  std::uint64_t version = 0;
+  std::memcpy(&version, home_bucket + VersionOffset(payload_bytes), sizeof(version));
+  return version;
 }
 
 }  // namespace rdmalab::kv::remote

@@ -15,9 +15,10 @@
 // per-cache-line versions):
 // - a bucket holding K whose CRC64 checks: its payload is a whole value that K held while
 //   the READ ran (a READ racing with an update in place mixes two values and fails the CRC);
-// - a miss only when two READs in a row find every bucket sealed, no K, and the same even
-//   version at the home: no entry homed there moved in between, so K was never hidden by a
-//   move (a move writes the entry's new bucket before it clears the old one).
+// - a miss only when a READ of the neighbourhood finds every bucket sealed and no K, and the
+//   home's version is the same even one before it (the previous READ's) and after it (a READ
+//   of the home bucket alone, posted once it completed): no entry homed there moved while it
+//   ran, so none was hidden from it, whatever order its bytes were read in.
 #pragma once
 
 #include <cstdint>
@@ -93,5 +94,8 @@ struct NeighbourhoodScan {
 };
 NeighbourhoodScan ScanNeighbourhood(const std::uint8_t* neighbourhood, const KeyHash& key,
                                     std::uint32_t payload_bytes);
+// A READ of the home bucket alone: its version, or kTornVersion (odd) when its CRC64 fails.
+constexpr std::uint64_t kTornVersion = ~std::uint64_t{0};
+std::uint64_t HomeVersion(const std::uint8_t* home_bucket, std::uint32_t payload_bytes);
 
 }  // namespace rdmalab::kv::remote

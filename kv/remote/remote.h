@@ -136,7 +136,7 @@ void CheckRemote(Options& options);
 
 // Each design's verb classes (verb_classes.cc), indexed by these names in its tally.
 enum PilafVerbs : std::uint8_t { kPilafBucketRead, kPilafValueRead, kPilafPutSend, kPilafAnswerSend };
-enum FarmVerbs : std::uint8_t { kFarmNeighbourhoodRead, kFarmValueRead, kFarmPutWrite, kFarmAnswerWrite };
+enum FarmVerbs : std::uint8_t { kFarmNeighbourhoodRead, kFarmValueRead, kFarmPutWrite, kFarmAnswerWrite, kFarmHomeRead };
 enum DrtmVerbs : std::uint8_t { kDrtmValueRead, kDrtmLockCas, kDrtmValueWrite, kDrtmUnlockCas };
 enum HydraVerbs : std::uint8_t { kHydraValueRead, kHydraPutWrite, kHydraAnswerWrite, kHydraLookupWrite, kHydraLookupAnswer };
 std::vector<VerbClass> VerbClassesOf(const Options& options);

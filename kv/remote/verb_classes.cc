@@ -33,7 +33,8 @@ std::vector<VerbClass> VerbClassesOf(const Options& o) {
       return {{"neighbourhood READ", get, client, Verb::kRead, IBV_QPT_RC, kNeighbourhood * entry, false, 1},
               {"value READ", get, client, Verb::kRead, IBV_QPT_RC, full ? sv + kCrcBytes : sv, false, 1},
               {"PUT WRITE", put, client, Verb::kWrite, IBV_QPT_UC, slot, slot_inline, cq_mod},
-              {"answer WRITE", put, server, Verb::kWrite, IBV_QPT_UC, sizeof(Answer), true, cq_mod}};
+              {"answer WRITE", put, server, Verb::kWrite, IBV_QPT_UC, sizeof(Answer), true, cq_mod},
+              {"home bucket READ", get, client, Verb::kRead, IBV_QPT_RC, entry, false, 1}};
     }
     case Design::kDrtm:
     case Design::kDrtmWrite:

@@ -177,6 +177,10 @@ TEST(KvHopscotch, AMissWhileAnEntryOfTheHomeIsMovedIsNotTrusted) {
   std::memcpy(home + version_at + kHopscotchVersionBytes, &crc, sizeof(crc));
   ASSERT_TRUE(HopscotchBucketChecks(home, kPayloadBytes));
   EXPECT_EQ(t.Scan(KeyHashOf(keys[0])).outcome, NeighbourhoodScan::kTorn);
+  // The home bucket READ alone gives its version, or an odd one when it was caught mid-write.
+  EXPECT_EQ(HomeVersion(home, kPayloadBytes), odd);
+  home[version_at] ^= 1;
+  EXPECT_EQ(HomeVersion(home, kPayloadBytes), kTornVersion);
 }
 
 TEST(KvHopscotch, HOf6PlacesEveryKeyAtTheDefaultLoadOf0_2) {
