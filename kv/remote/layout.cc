@@ -10,6 +10,7 @@
 #include "rdma/error.h"
 
 namespace rdmalab::kv::remote {
+
 Design DesignOf(const std::string& system) {
   if (system == "pilaf") return Design::kPilaf;
   if (system == "farm") return Design::kFarm;
@@ -93,10 +94,6 @@ std::uint64_t Layout::ValueOffset(std::uint64_t k) const {
       return entries + k * entry_bytes;
   }
 }
-
-namespace {
-
-}  // namespace
 
 void PreloadTable(const Layout& l, std::uint8_t* store, HopscotchTable& table) {
   if (!l.preload) return;

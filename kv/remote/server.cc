@@ -2,7 +2,8 @@
 // an RC QP per client (and a UC QP for Pilaf's and FaRM's PUTs), and runs --workers threads,
 // client c served by worker c mod NS. A worker takes PUTs (Pilaf: RECVs of UC SENDs; FaRM,
 // HydraDB: its clients' circular buffers, polled by the next slot's stamp), stores the value
-// in the key's entry (FaRM full: inserts or updates it in the hopscotch table) and answers (Pilaf: a UC SEND; FaRM: a UC WRITE; HydraDB: an RC WRITE,
+// in the key's entry (FaRM full: inserts or updates it in the hopscotch table, or answers that
+// the table is full) and answers (Pilaf: a UC SEND; FaRM: a UC WRITE; HydraDB: an RC WRITE,
 // all inline, signaled one in --cq-mod). GETs and DrTM's atomics never reach its CPU.
 #include <infiniband/verbs.h>
 #include <sched.h>
