@@ -349,10 +349,6 @@ Report Server::Run() {
                                   {"load_factor", static_cast<double>(table_->keys()) / table_->homes()},
                                   {"away_from_home", table_->AwayFromHome()},
                                   {"displacements", table_->displacements()}, {"puts_refused_full", table_->refused()}};
-    if (table_->refused() != 0) {
-      report.notes.push_back(std::to_string(table_->refused()) + " PUTs refused: the hopscotch table had no bucket within H = " +
-                             std::to_string(kHopscotchNeighbourhood) + " of their key's home (table full; --farm-load-factor)");
-    }
   }
   return report;
 }
