@@ -31,7 +31,7 @@ class FarmTransport {
         pending_(session.options().window),
         pointers_(session.options().window),
         torn_(session.options().window),
-        sealed_(session.options().window),
+        sealed_(session.options().window, session.clock()),
         absent_versions_(session.options().window, kNoVersion),
         var_(layout.design == Design::kFarmVar),
         value_read_bytes_(layout.full && var_ ? layout.value_bytes + kCrcBytes : layout.value_bytes) {}

@@ -26,7 +26,7 @@ class PilafTransport {
         pending_(session.options().window),
         torn_(session.options().window),
         extents_(session.options().window),
-        sealed_(session.options().window) {}
+        sealed_(session.options().window, session.clock()) {}
   Connection& connection() { return connection_; }
 
   // A lost PUT or answer (UC) is sent again; GETs travel over RC and are never lost.

@@ -87,7 +87,7 @@ void ClientTotals::Report(const Options& o, ResultRow& row, json& notes) const {
   row.extra["checksum_failures"] = checksum_failures;
   if (checksum_failures != 0) {
     notes.push_back(std::to_string(checksum_failures) + " GETs found a bucket or value failing its CRC64 after " +
-                    std::to_string(kMaxTornRereads) + " READs: the server's memory is corrupt; answered as misses");
+                    std::to_string(kSealedRereadMs) + " ms of READs: the server's memory is corrupt; answered as misses");
   }
   row.extra["backpressure_waits"] = backpressure_waits;
   row.extra["lock_retries"] = lock_retries;

@@ -10,6 +10,7 @@
 #include "kv/core/client_core.h"
 #include "kv/core/client_process.h"
 #include "kv/remote/connection.h"
+#include "rdma/clock.h"
 #include "kv/remote/remote.h"
 
 namespace rdmalab::kv::remote {
@@ -64,16 +65,23 @@ struct ClientTotals {
 // stays wrong reaches the client core's validation.
 constexpr std::uint32_t kMaxTornRereads = 16;
 
-// The full stores' READs sealed by a CRC64: one that fails is made again, at most
-// kMaxTornRereads times for one GET; then the memory is taken as corrupt (counted) and the
-// GET is answered as a miss, never with its bytes.
+// The full stores' READs sealed by a CRC64: one that fails is made again, for as long as
+// kSealedRereadMs after the GET's first failure; then the memory is taken as corrupt
+// (counted) and the GET is answered as a miss, never with its bytes. A count would not do:
+// a hot key's updates fail READs many times in a row, and a server preempted in the middle
+// of an update (more busy pollers than cores) leaves it torn for a whole time slice.
+constexpr std::uint64_t kSealedRereadMs = 20;
 class SealedReads {
  public:
-  explicit SealedReads(std::uint32_t window) : rereads_(window, 0) {}
-  void Start(std::uint32_t slot) { rereads_[slot] = 0; }
+  SealedReads(std::uint32_t window, const TscClock& clock)
+      : clock_(clock), give_up_ticks_(clock.NsToTicks(kSealedRereadMs * 1'000'000)), slots_(window) {}
+  void Start(std::uint32_t slot) { slots_[slot].rereads = 0; }
   // After a failed check: true to READ again (counted as torn), false to give up (counted as corrupt).
   bool Again(std::uint32_t slot, ClientTotals* totals) {
-    if (rereads_[slot]++ < kMaxTornRereads) {
+    Slot& s = slots_[slot];
+    const std::uint64_t now = clock_.Now();
+    if (s.rereads++ == 0) s.first_failure = now;
+    if (now - s.first_failure < give_up_ticks_) {
       ++totals->torn_rereads;
       return true;
     }
@@ -82,7 +90,13 @@ class SealedReads {
   }
 
  private:
-  std::vector<std::uint32_t> rereads_;
+  struct Slot {
+    std::uint32_t rereads = 0;
+    std::uint64_t first_failure = 0;  // ticks
+  };
+  const TscClock& clock_;
+  std::uint64_t give_up_ticks_;
+  std::vector<Slot> slots_;
 };
 class TornReads {
  public:
