@@ -216,11 +216,11 @@ def test_pilaf_full_reads_its_buckets_and_crc_sealed_extents_at_the_servers_devi
 
 
 def test_pilaf_full_detects_a_flipped_byte_in_server_memory():
-    # The server flips a byte of 40 keys' extents (even keys) or buckets (odd keys) of 1000.
-    # Each GET of a corrupt key READs for 20 ms before it gives up: few GETs keep the test short.
+    # The server flips a byte of 10 keys' extents (even keys) or buckets (odd keys) of 1000. A GET
+    # of a corrupt key READs for 250 ms before it gives up: few GETs keep the test short.
     server, client = documents(standalone("pilaf", ["--keys", "1000", "--store", "full", "--put-fraction", "0",
-                                                    "--clients", "2", "-n", "4000", "--validate"],
-                                          server_args=["--corrupt", "40"]))
+                                                    "--clients", "2", "-n", "1000", "--validate"],
+                                          server_args=["--corrupt", "10"]))
     row = client["results"][0]
     assert row["checksum_failures"] > 0, row
     assert row["get_misses"] > 0  # the corrupt keys are answered as misses, never with their bytes
@@ -327,10 +327,10 @@ def test_farm_full_preload_that_does_not_fit_fails_with_one_line():
 
 @pytest.mark.parametrize("system", ["farm", "farm-var"])
 def test_farm_full_detects_a_flipped_byte_in_server_memory(system):
-    # The server flips a byte of 40 keys' values (even keys) or keys (odd keys) of 1000.
+    # The server flips a byte of 10 keys' values (even keys) or keys (odd keys) of 1000.
     server, client = documents(standalone(system, ["--keys", "1000", "--store", "full", "--put-fraction", "0",
-                                                   "--clients", "2", "-n", "4000", "--validate"],
-                                          server_args=["--corrupt", "40"]))
+                                                   "--clients", "2", "-n", "1000", "--validate"],
+                                          server_args=["--corrupt", "10"]))
     row = client["results"][0]
     assert row["checksum_failures"] > 0 and row["get_misses"] > 0, row
     assert client["validation"]["ok"] and client["validation"]["corrupt"] == 0
