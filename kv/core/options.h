@@ -52,8 +52,12 @@ struct Options {
   int index_log2 = 0;  // 0: sized for --keys
   bool preload = true;
   // READ-based systems (kv/remote).
-  std::string store = "emulated";  // Pilaf: emulated | full (3-1 cuckoo table, CRC64-checked)
-  int corrupt = 0;                 // Pilaf full, server: flip a byte of this many keys' extent or bucket
+  std::string store = "emulated";  // Pilaf, FaRM: emulated | full (Pilaf: 3-1 cuckoo table; FaRM: hopscotch table)
+  int corrupt = 0;                 // full stores, server: flip a byte of this many keys' value or bucket
+  // FaRM full: keys per home bucket of the hopscotch table. With H = 6 and no overflow chains
+  // some 5 consecutive homes draw more keys than their 10 buckets hold at higher loads (at
+  // 0.25, 1 key of 1 Mi finds no place; at 0.2, none of 4 Mi: kv/README.md).
+  double farm_load_factor = 0.2;
   int farm_buffer_slots = 0;  // FaRM: slots of each client's circular buffer (0: 2 x --window)
   std::string lock_placement = "spread";  // DrTM: spread | same-bits
   int lock_retries = 1000;

@@ -26,14 +26,14 @@ class PilafTransport {
         pending_(session.options().window),
         torn_(session.options().window),
         extents_(session.options().window),
-        rereads_(session.options().window) {}
+        sealed_(session.options().window, session.clock()) {}
   Connection& connection() { return connection_; }
 
   // A lost PUT or answer (UC) is sent again; GETs travel over RC and are never lost.
   static constexpr bool kLosesMessages = true;
   void Issue(const Request& request) {
     pending_[SlotOf(request.id)] = request;
-    rereads_[SlotOf(request.id)] = 0;
+    sealed_.Start(SlotOf(request.id));
     if (request.get && layout_.full) {
       ReadCuckooBucket(request, 0);
     } else if (request.get) {
@@ -59,15 +59,6 @@ class PilafTransport {
     extents_[SlotOf(id)] = extent;
     connection_.Read(ReadWrId(id, kValue), extent, connection_.ReadBuffer(SlotOf(id)), layout_.entry_bytes);
     ++totals_->verbs.wrs[kPilafValueRead];
-  }
-  // A READ whose CRC64 failed: true when it is made again; false when it failed too often (counted).
-  bool Reread(std::uint32_t slot) {
-    if (rereads_[slot]++ < kMaxTornRereads) {
-      ++totals_->torn_rereads;
-      return true;
-    }
-    ++totals_->checksum_failures;
-    return false;
   }
   // Pilaf full: one completion of a GET's READs; returns whether the GET is answered in `out`.
   bool FullStep(std::uint32_t id, std::uint32_t step, Response& out);
@@ -96,7 +87,7 @@ class PilafTransport {
   std::vector<Request> pending_;  // per window slot: the GET whose READs are under way
   TornReads torn_;
   std::vector<std::uint64_t> extents_;   // Pilaf full, per window slot: the extent being READ
-  std::vector<std::uint32_t> rereads_;   // Pilaf full, per window slot: READs made again after a failed CRC64
+  SealedReads sealed_;                   // Pilaf full: READs made again after a failed CRC64
   std::uint32_t second_bucket_credit_ = 0;  // tenths: a GET adds 6 and READs the second bucket at 10
 };
 
@@ -106,7 +97,7 @@ bool PilafTransport::FullStep(std::uint32_t id, std::uint32_t step, Response& ou
   const std::uint8_t* read = connection_.ReadBuffer(slot);
   if (step == kValue) {
     if (!ExtentChecks(read, layout_.value_bytes)) {
-      if (Reread(slot)) {
+      if (sealed_.Again(slot, totals_)) {
         ReadExtent(id, extents_[slot]);
         return false;
       }
@@ -119,7 +110,7 @@ bool PilafTransport::FullStep(std::uint32_t id, std::uint32_t step, Response& ou
   const std::uint32_t h = step == kFirstBucket ? 0 : step == kSecondBucket ? 1 : 2;
   const CuckooBucketView bucket = ParseBucket(read);
   if (!bucket.checks) {
-    if (Reread(slot)) {
+    if (sealed_.Again(slot, totals_)) {
       ReadCuckooBucket(request, h);
       return false;
     }

@@ -59,11 +59,12 @@ void ClientTotals::Add(const ClientTotals& o) {
   backpressure_waits += o.backpressure_waits;
   lock_retries += o.lock_retries;
   lock_failures += o.lock_failures;
+  table_full += o.table_full;
 }
 
 json ClientTotals::Json() const {
   return {{"verbs", verbs.Json()}, {"torn_rereads", torn_rereads}, {"checksum_failures", checksum_failures}, {"backpressure_waits", backpressure_waits}, {"lock_retries", lock_retries},
-          {"lock_failures", lock_failures}};
+          {"lock_failures", lock_failures}, {"table_full", table_full}};
 }
 
 ClientTotals ClientTotals::FromJson(const json& j) {
@@ -74,6 +75,7 @@ ClientTotals ClientTotals::FromJson(const json& j) {
   t.backpressure_waits = j.at("backpressure_waits");
   t.lock_retries = j.at("lock_retries");
   t.lock_failures = j.at("lock_failures");
+  t.table_full = j.at("table_full");
   return t;
 }
 
@@ -85,7 +87,7 @@ void ClientTotals::Report(const Options& o, ResultRow& row, json& notes) const {
   row.extra["checksum_failures"] = checksum_failures;
   if (checksum_failures != 0) {
     notes.push_back(std::to_string(checksum_failures) + " GETs found a bucket or value failing its CRC64 after " +
-                    std::to_string(kMaxTornRereads) + " READs: the server's memory is corrupt; answered as misses");
+                    std::to_string(kSealedRereadMs) + " ms of READs: the server's memory is corrupt; answered as misses");
   }
   row.extra["backpressure_waits"] = backpressure_waits;
   row.extra["lock_retries"] = lock_retries;
@@ -93,6 +95,11 @@ void ClientTotals::Report(const Options& o, ResultRow& row, json& notes) const {
   if (lock_failures != 0) {
     notes.push_back(std::to_string(lock_failures) + " PUTs refused: their lock was still taken after --lock-retries " +
                     std::to_string(o.lock_retries) + " retries");
+  }
+  row.extra["table_full"] = table_full;
+  if (table_full != 0) {
+    notes.push_back(std::to_string(table_full) + " PUTs refused: the hopscotch table had no bucket within H = " +
+                    std::to_string(kHopscotchNeighbourhood) + " of their key's home (table full; --farm-load-factor)");
   }
   if (backpressure_waits != 0) {
     notes.push_back(std::to_string(backpressure_waits) + " PUTs waited for a free slot of the server's circular buffer");

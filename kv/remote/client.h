@@ -10,6 +10,7 @@
 #include "kv/core/client_core.h"
 #include "kv/core/client_process.h"
 #include "kv/remote/connection.h"
+#include "rdma/clock.h"
 #include "kv/remote/remote.h"
 
 namespace rdmalab::kv::remote {
@@ -45,10 +46,11 @@ class RingWriter {
 struct ClientTotals {
   VerbTally verbs;
   std::uint64_t torn_rereads = 0;        // value READs that raced with a PUT's copy and were made again
-  std::uint64_t checksum_failures = 0;   // Pilaf full: GETs whose bucket or extent kept failing its CRC64
+  std::uint64_t checksum_failures = 0;   // full stores: GETs whose bucket or extent kept failing its CRC64
   std::uint64_t backpressure_waits = 0;  // FaRM: PUTs that waited for a free ring slot
   std::uint64_t lock_retries = 0;        // DrTM: lock CASes that found the lock taken
   std::uint64_t lock_failures = 0;       // DrTM: PUTs refused after --lock-retries
+  std::uint64_t table_full = 0;          // FaRM full: PUTs refused, the hopscotch table had no place
   void Add(const ClientTotals& other);
   nlohmann::json Json() const;
   static ClientTotals FromJson(const nlohmann::json& json);
@@ -62,6 +64,41 @@ struct ClientTotals {
 // (kv/workload) and READs again, at most kMaxTornRereads times, so that only a value that
 // stays wrong reaches the client core's validation.
 constexpr std::uint32_t kMaxTornRereads = 16;
+
+// The full stores' READs sealed by a CRC64: one that fails is made again, for as long as
+// kSealedRereadMs after the GET's first failure; then the memory is taken as corrupt
+// (counted) and the GET is answered as a miss, never with its bytes. A count would not do:
+// a hot key's updates fail READs many times in a row, and a server preempted in the middle
+// of an update (more busy pollers than cores) leaves it torn for a time slice or more (20 ms
+// was not enough on 2 cores shared with builds).
+constexpr std::uint64_t kSealedRereadMs = 250;
+class SealedReads {
+ public:
+  SealedReads(std::uint32_t window, const TscClock& clock)
+      : clock_(clock), give_up_ticks_(clock.NsToTicks(kSealedRereadMs * 1'000'000)), slots_(window) {}
+  void Start(std::uint32_t slot) { slots_[slot].rereads = 0; }
+  // After a failed check: true to READ again (counted as torn), false to give up (counted as corrupt).
+  bool Again(std::uint32_t slot, ClientTotals* totals) {
+    Slot& s = slots_[slot];
+    const std::uint64_t now = clock_.Now();
+    if (s.rereads++ == 0) s.first_failure = now;
+    if (now - s.first_failure < give_up_ticks_) {
+      ++totals->torn_rereads;
+      return true;
+    }
+    ++totals->checksum_failures;
+    return false;
+  }
+
+ private:
+  struct Slot {
+    std::uint32_t rereads = 0;
+    std::uint64_t first_failure = 0;  // ticks
+  };
+  const TscClock& clock_;
+  std::uint64_t give_up_ticks_;
+  std::vector<Slot> slots_;
+};
 class TornReads {
  public:
   explicit TornReads(std::uint32_t window) : rereads_(window, 0) {}
@@ -85,6 +122,7 @@ class TornReads {
 inline Response PutAnswered(const Answer& answer, std::uint8_t answer_verb, ClientTotals* totals) {
   ++totals->verbs.wrs[answer_verb];
   ++totals->verbs.puts;
+  if (answer.status == kStatusTableFull) ++totals->table_full;
   return Response{answer.id, answer.status == kStatusStored, nullptr, 0};
 }
 

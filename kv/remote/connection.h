@@ -20,7 +20,7 @@ namespace rdmalab::kv::remote {
 
 // Message WRs carry this bit in wr_id, so that one CQ tells them from a request's READ.
 constexpr std::uint64_t kMessageWrTag = std::uint64_t{1} << 63;
-constexpr std::uint32_t kMaxReadBytes = kNeighbourhood * (kKeyBytes + 1000);
+constexpr std::uint32_t kMaxReadBytes = kNeighbourhood * HopscotchBucketBytes(1000);  // FaRM full at SV 1000
 constexpr std::uint32_t kMaxInlineMessageBytes = 256;
 
 class Connection {

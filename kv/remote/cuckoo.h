@@ -6,23 +6,19 @@
 // Extent: [value, SV B][CRC64 of the value, 8 B].
 #pragma once
 
-#include <array>
 #include <cstdint>
 #include <cstring>
 #include <vector>
 
+#include "kv/remote/crc64.h"
 #include "kv/workload/keyhash.h"
 
 namespace rdmalab::kv::remote {
 
 constexpr std::uint32_t kCuckooHashes = 3;
-constexpr std::uint32_t kCrcBytes = 8;
 constexpr std::uint32_t kBucketCrcOffset = 24;
 constexpr std::uint32_t kMaxCuckooKicks = 1000;
 constexpr double kCuckooFill = 0.75;  // keys per bucket at most (Pilaf's 3-1 table fills to 75%)
-
-// CRC-64/ECMA-182 (polynomial 0x42F0E1EBA9EA3693, MSB first), table-driven.
-std::uint64_t Crc64(const std::uint8_t* bytes, std::size_t length);
 
 // Bucket i of `count` for the key under hash function h (0..2).
 std::uint64_t CuckooBucket(const KeyHash& key, std::uint32_t h, std::uint64_t count);
@@ -34,9 +30,6 @@ struct CuckooBucketView {
 };
 CuckooBucketView ParseBucket(const std::uint8_t* bucket);
 void WriteBucket(std::uint8_t* bucket, const KeyHash& key, std::uint64_t extent);
-// Whether an extent of `value_bytes` (its CRC64 after it) checks.
-bool ExtentChecks(const std::uint8_t* extent, std::uint32_t value_bytes);
-void SealExtent(std::uint8_t* extent, std::uint32_t value_bytes);
 
 // Builds the table over keys 0..keys-1 in `buckets` (count x 32 B, zeroed): key k's extent
 // is `extent_of(k)`. Returns each key's bucket index (the server's map for PUTs); fails

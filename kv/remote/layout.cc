@@ -1,4 +1,5 @@
 #include <algorithm>
+#include <cmath>
 #include <vector>
 
 #include "kv/cache/mica.h"
@@ -45,14 +46,22 @@ Layout LayoutOf(const Options& o, std::uint32_t clients) {
       l.entries = place(l.keys * l.entry_bytes);
       break;
     case Design::kFarm:
-      l.entry_bytes = kKeyBytes + l.value_bytes;
-      l.entries = place(entry_count * l.entry_bytes);
+    case Design::kFarmVar: {
+      const bool var = l.design == Design::kFarmVar;
+      l.full = o.store == "full";
+      l.preload = o.preload;
+      if (l.full) {
+        l.bucket_count = std::max<std::uint64_t>(
+            static_cast<std::uint64_t>(std::ceil(static_cast<double>(l.keys) / o.farm_load_factor)), 1);
+        l.entry_bytes = HopscotchBucketBytes(l.HopscotchPayloadBytes());
+        l.entries = place(HopscotchBuckets(l.bucket_count) * l.entry_bytes);
+      } else {
+        l.entry_bytes = kKeyBytes + (var ? kPointerBytes : l.value_bytes);
+        l.entries = place(entry_count * l.entry_bytes);
+      }
+      if (var) l.values = place(l.keys * (l.full ? sv + kCrcBytes : sv));
       break;
-    case Design::kFarmVar:
-      l.entry_bytes = kKeyBytes + kPointerBytes;
-      l.entries = place(entry_count * l.entry_bytes);
-      l.values = place(l.keys * sv);
-      break;
+    }
     case Design::kDrtm:
     case Design::kDrtmWrite:
       l.entry_bytes = l.value_bytes;
@@ -80,13 +89,47 @@ std::uint64_t Layout::ValueOffset(std::uint64_t k) const {
     case Design::kFarm:
       return entries + k * entry_bytes + kKeyBytes;
     case Design::kFarmVar:
-      return values + k * value_bytes;
+      return values + k * (full ? value_bytes + kCrcBytes : value_bytes);
     default:
       return entries + k * entry_bytes;
   }
 }
 
+void PreloadTable(const Layout& l, std::uint8_t* store, HopscotchTable& table) {
+  if (!l.preload) return;
+  std::vector<std::uint8_t> value(l.value_bytes);
+  for (std::uint64_t k = 0; k < l.keys; ++k) {
+    FillValue(k, kPreloadWriter, 0, value.data(), l.value_bytes);
+    if (StoreInTable(l, store, table, static_cast<std::uint32_t>(k), value.data()) == HopscotchTable::Put::kFull) {
+      Fail("the hopscotch table of ", l.bucket_count, " home buckets (H = ", kHopscotchNeighbourhood,
+           ", --farm-load-factor ", static_cast<double>(l.keys) / static_cast<double>(l.bucket_count),
+           ") has no place for key ", k, " of ", l.keys, " after ", table.displacements(),
+           " displacements: lower --farm-load-factor");
+    }
+  }
+}
+
+namespace {
+
+void CorruptHopscotch(const Layout& l, std::uint8_t* store, std::uint64_t keys) {
+  const HopscotchTable table(store + l.entries, l.bucket_count, l.HopscotchPayloadBytes());
+  for (std::uint64_t k = 0; k < std::min(keys, l.keys); ++k) {
+    std::uint8_t* bucket = table.Find(KeyHashOf(k));
+    if (bucket == nullptr) continue;  // not loaded (--preload=false)
+    if (k % 2 == 1) {
+      bucket[k % kKeyBytes] ^= 0x5A;
+    } else if (l.design == Design::kFarm) {
+      bucket[kKeyBytes + k % l.value_bytes] ^= 0x5A;
+    } else {
+      store[l.ValueOffset(k) + k % l.value_bytes] ^= 0x5A;
+    }
+  }
+}
+
+}  // namespace
+
 void Preload(const Layout& l, std::uint8_t* store) {
+  if (l.full && (l.design == Design::kFarm || l.design == Design::kFarmVar)) return;  // PreloadTable's
   std::vector<std::uint8_t> value(l.value_bytes);
   for (std::uint64_t k = 0; k < l.keys; ++k) {
     const KeyHash key = KeyHashOf(k);
@@ -112,8 +155,22 @@ void StoreValue(const Layout& l, std::uint8_t* store, std::uint32_t key_index, c
   if (l.full) SealExtent(store + l.ValueOffset(key_index), l.value_bytes);
 }
 
+HopscotchTable::Put StoreInTable(const Layout& l, std::uint8_t* store, HopscotchTable& table, std::uint32_t key_index,
+                                 const std::uint8_t* value) {
+  if (l.design == Design::kFarm) return table.Store(KeyHashOf(key_index), value);
+  // FaRM-VAR: the extent first, so that a client following a new bucket finds a sealed value.
+  const std::uint64_t extent = l.ValueOffset(key_index);
+  std::memcpy(store + extent, value, l.value_bytes);
+  SealExtent(store + extent, l.value_bytes);
+  return table.Store(KeyHashOf(key_index), reinterpret_cast<const std::uint8_t*>(&extent));
+}
+
 void Corrupt(const Layout& l, std::uint8_t* store, std::uint64_t keys) {
   if (!l.full) Fail("--corrupt ", keys, " needs --store full (emulated entries carry no checksum)");
+  if (l.design == Design::kFarm || l.design == Design::kFarmVar) {
+    CorruptHopscotch(l, store, keys);
+    return;
+  }
   // Even keys: a byte of the value in their extent; odd keys: a byte of their bucket.
   for (std::uint64_t k = 0; k < std::min(keys, l.keys); ++k) {
     if (k % 2 == 0) {
@@ -140,8 +197,21 @@ void CheckRemote(Options& o) {
   }
   if (o.keys >= kMaxKeys) Fail("--keys ", o.keys, " exceeds ", o.system, "'s limit of ", kMaxKeys - 1);
   if (o.farm_buffer_slots == 0) o.farm_buffer_slots = 2 * o.window;
-  if (o.store == "full" && o.system != "pilaf") {
-    Fail("--store full is built for pilaf only; ", o.system, " runs emulated (--store emulated)");
+  const bool farm = o.system == "farm" || o.system == "farm-var";
+  if (o.store == "full" && o.system != "pilaf" && !farm) {
+    Fail("--store full is built for pilaf, farm and farm-var; ", o.system, " runs emulated (--store emulated)");
+  }
+  const bool farm_full = farm && o.store == "full";
+  if (farm_full && o.workers != 1) {
+    Fail("--workers ", o.workers, ": FaRM full's hopscotch table has one writer, the server's one worker (--workers 1)");
+  }
+  if (!o.preload && !farm_full) {
+    Fail("--preload=false empties FaRM full's hopscotch table (and HERD's cache); ", o.system, " with --store ", o.store,
+         " always loads every key");
+  }
+  if (o.farm_load_factor != Options{}.farm_load_factor && !farm_full) {
+    Fail("--farm-load-factor sizes FaRM full's hopscotch table (--system farm|farm-var --store full); ", o.system,
+         " with --store ", o.store, " has none");
   }
   if (o.hydradb_miss_path && o.system != "hydradb") Fail("--hydradb-miss-path is HydraDB's; --system is ", o.system);
 }

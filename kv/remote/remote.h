@@ -7,6 +7,8 @@
 // entry sits at a fixed place (entry k), so a client knows where to READ without a lookup,
 // but what it READs is real: the value the last PUT stored (or the preloaded one), so GETs
 // are checked like HERD's. Bucket READs (Pilaf) read real memory whose content is ignored.
+// --store full (Pilaf, FaRM, FaRM-VAR): real hash tables whose entries the client checks:
+// Pilaf's 3-1 cuckoo table (cuckoo.h), FaRM's hopscotch table (hopscotch.h).
 #pragma once
 
 #include <cstdint>
@@ -15,6 +17,7 @@
 #include <vector>
 
 #include "kv/core/options.h"
+#include "kv/remote/hopscotch.h"
 #include "kv/remote/verb_tally.h"
 #include "kv/workload/keyhash.h"
 
@@ -25,7 +28,7 @@ Design DesignOf(const std::string& system);
 
 constexpr std::uint32_t kKeyBytes = sizeof(KeyHash);  // SK: the 16-byte keyhash
 constexpr std::uint32_t kPointerBytes = 8;            // SP
-constexpr std::uint32_t kNeighbourhood = 6;           // FaRM's hopscotch H
+constexpr std::uint32_t kNeighbourhood = kHopscotchNeighbourhood;  // FaRM's H
 constexpr std::uint32_t kPilafBucketBytes = 32;
 // Pilaf-em-OPT: 3-1 cuckoo hashing needs the second bucket for 60% of GETs (1.6 bucket READs).
 constexpr std::uint32_t kPilafSecondBucketPerTen = 6;
@@ -54,6 +57,7 @@ static_assert(sizeof(MessageHeader) == 32);
 // circular buffer (the client's credit); `entry_offset` answers a lookup. The id comes last:
 // a WRITE lands in increasing address order, so a client that sees the id sees the rest.
 constexpr std::uint32_t kStatusStored = 1;
+constexpr std::uint32_t kStatusTableFull = 2;  // FaRM full: the hopscotch table found no place for the key
 struct Answer {
   std::uint64_t entry_offset;
   std::uint32_t status;
@@ -81,33 +85,49 @@ struct Layout {
   std::uint32_t value_bytes = 0;
   std::uint32_t entry_bytes = 0;       // entry k at entries + k * entry_bytes
   std::uint64_t entries = 0;           // FaRM: key+value; FaRM-VAR: key+pointer; HydraDB: value+lease; else value
-  std::uint64_t values = 0;            // FaRM-VAR: the out-of-table values (SV each)
+                                       // (FaRM full: the hopscotch table's buckets)
+  std::uint64_t values = 0;            // FaRM-VAR: the out-of-table values (SV each; full: sealed extents)
   std::uint64_t buckets = 0;           // Pilaf: the cuckoo buckets READ before the value
-  std::uint64_t bucket_count = 0;
+  std::uint64_t bucket_count = 0;      // Pilaf: cuckoo buckets; FaRM full: hopscotch home buckets
   std::uint64_t locks = 0;             // DrTM: kLockWords lock words
   std::uint32_t lock_stride = 0;
   std::uint64_t requests = 0;          // FaRM, HydraDB: per client, `ring_slots` slots
   std::uint32_t ring_slots = 0;
   std::uint32_t slot_bytes = 0;
   std::uint32_t clients = 0;
-  bool full = false;  // Pilaf full: buckets of the cuckoo table (kv/remote/cuckoo.h), entries are CRC64-sealed extents
+  bool full = false;  // --store full: Pilaf's cuckoo table and sealed extents, FaRM's hopscotch table
+  bool preload = true;  // FaRM full: --preload=false starts with an empty table
   std::uint64_t bytes = 0;
 
-  // Where key k's value bytes are, and the first READ of a GET.
+  // Where key k's value bytes are (FaRM full: nowhere fixed, its bucket holds them).
   std::uint64_t ValueOffset(std::uint64_t k) const;
+  // FaRM full: the bucket payload (value or extent offset) and the first READ of key's GET.
+  std::uint32_t HopscotchPayloadBytes() const { return design == Design::kFarmVar ? kPointerBytes : value_bytes; }
+  std::uint64_t NeighbourhoodOffset(const KeyHash& key) const {
+    return entries + HopscotchHome(key, bucket_count) * entry_bytes;
+  }
   std::uint64_t LockOffset(std::uint64_t k) const { return locks + (k % kLockWords) * lock_stride; }
   std::uint64_t SlotOffset(std::uint32_t client, std::uint64_t message_number) const {
     return requests + (std::uint64_t{client} * ring_slots + message_number % ring_slots) * slot_bytes;
   }
 };
 Layout LayoutOf(const Options& options, std::uint32_t clients);
-// Fills the store: every key's entry with its preloaded value (and key, pointer, lease).
+// Fills the store: every key's entry with its preloaded value (and key, pointer, lease);
+// FaRM full: nothing (PreloadTable).
 void Preload(const Layout& layout, std::uint8_t* store);
-// A PUT's value into key k's place (the emulated store's whole PUT).
+// FaRM full: inserts every key into the hopscotch table, as PUTs insert them (unless
+// layout.preload is false); fails naming the key the table has no place for.
+void PreloadTable(const Layout& layout, std::uint8_t* store, HopscotchTable& table);
+// A PUT's value into key k's place (the emulated store's and Pilaf full's whole PUT).
 void StoreValue(const Layout& layout, std::uint8_t* store, std::uint32_t key_index, const std::uint8_t* value);
+// FaRM full's PUT: the value into key k's bucket (FaRM) or its sealed extent, whose offset goes
+// into the bucket (FaRM-VAR), inserting the key if it is new.
+HopscotchTable::Put StoreInTable(const Layout& layout, std::uint8_t* store, HopscotchTable& table,
+                                 std::uint32_t key_index, const std::uint8_t* value);
 
-// Pilaf full, server: flips one byte of the first `keys` keys' extent (even keys) or bucket
-// (odd keys): the checksum test.
+// Full stores, server: flips one byte of the first `keys` keys: the checksum test. Even keys:
+// a byte of the value (Pilaf and FaRM-VAR: in the extent; FaRM: in the bucket); odd keys: of
+// the bucket (Pilaf: its bucket; FaRM: its key, so that only the miss path's checks catch it).
 void Corrupt(const Layout& layout, std::uint8_t* store, std::uint64_t keys);
 
 // The checks every READ-based system makes of the options (fails naming the conflict).
@@ -116,7 +136,7 @@ void CheckRemote(Options& options);
 
 // Each design's verb classes (verb_classes.cc), indexed by these names in its tally.
 enum PilafVerbs : std::uint8_t { kPilafBucketRead, kPilafValueRead, kPilafPutSend, kPilafAnswerSend };
-enum FarmVerbs : std::uint8_t { kFarmNeighbourhoodRead, kFarmValueRead, kFarmPutWrite, kFarmAnswerWrite };
+enum FarmVerbs : std::uint8_t { kFarmNeighbourhoodRead, kFarmValueRead, kFarmPutWrite, kFarmAnswerWrite, kFarmHomeRead };
 enum DrtmVerbs : std::uint8_t { kDrtmValueRead, kDrtmLockCas, kDrtmValueWrite, kDrtmUnlockCas };
 enum HydraVerbs : std::uint8_t { kHydraValueRead, kHydraPutWrite, kHydraAnswerWrite, kHydraLookupWrite, kHydraLookupAnswer };
 std::vector<VerbClass> VerbClassesOf(const Options& options);

@@ -2,7 +2,8 @@
 // an RC QP per client (and a UC QP for Pilaf's and FaRM's PUTs), and runs --workers threads,
 // client c served by worker c mod NS. A worker takes PUTs (Pilaf: RECVs of UC SENDs; FaRM,
 // HydraDB: its clients' circular buffers, polled by the next slot's stamp), stores the value
-// in the key's entry and answers (Pilaf: a UC SEND; FaRM: a UC WRITE; HydraDB: an RC WRITE,
+// in the key's entry (FaRM full: inserts or updates it in the hopscotch table, or answers that
+// the table is full) and answers (Pilaf: a UC SEND; FaRM: a UC WRITE; HydraDB: an RC WRITE,
 // all inline, signaled one in --cq-mod). GETs and DrTM's atomics never reach its CPU.
 #include <infiniband/verbs.h>
 #include <sched.h>
@@ -10,6 +11,7 @@
 #include <algorithm>
 #include <atomic>
 #include <memory>
+#include <optional>
 #include <vector>
 
 #include "kv/core/client_process.h"
@@ -40,10 +42,10 @@ struct ServedClient {
 };
 
 struct WorkerStats {
-  std::uint64_t messages = 0, puts = 0, lookups = 0, answers = 0, malformed = 0;
+  std::uint64_t messages = 0, puts = 0, lookups = 0, answers = 0, malformed = 0, table_full = 0;
   json Json(std::uint32_t worker) const {
     return {{"worker", worker}, {"messages", messages}, {"puts", puts}, {"lookups", lookups},
-            {"answers", answers}, {"malformed", malformed}};
+            {"answers", answers}, {"malformed", malformed}, {"table_full", table_full}};
   }
 };
 
@@ -85,6 +87,7 @@ class Server {
   std::uint32_t message_bytes_ = 0;
   std::vector<ServedClient> clients_;
   std::vector<std::unique_ptr<Worker>> workers_;
+  std::optional<HopscotchTable> table_;  // FaRM full (one worker: its only writer)
 
  private:
   void ConnectClients();
@@ -95,6 +98,10 @@ Server::Server(Session& session) : session_(session), o_(session.options()) {
   layout_ = LayoutOf(o_, clients);
   store_ = MakeRegion(session, layout_.bytes, o_.use_hugepages);
   Preload(layout_, store_.data());
+  if (layout_.full && (layout_.design == Design::kFarm || layout_.design == Design::kFarmVar)) {
+    table_.emplace(store_.data() + layout_.entries, layout_.bucket_count, layout_.HopscotchPayloadBytes());
+    PreloadTable(layout_, store_.data(), *table_);
+  }
   if (o_.corrupt != 0) Corrupt(layout_, store_.data(), static_cast<std::uint64_t>(o_.corrupt));
   message_bytes_ = sizeof(MessageHeader) + layout_.value_bytes;
   if (layout_.design == Design::kPilaf) {
@@ -187,8 +194,16 @@ bool Worker::Take(const std::uint8_t* message, std::uint32_t bytes, Answer& answ
   if (header.key_index >= layout.keys || !(header.key == KeyHashOf(header.key_index))) return false;
   if (header.kind == MessageKind::kPut) {
     if (header.value_bytes != layout.value_bytes || bytes < sizeof(header) + layout.value_bytes) return false;
-    StoreValue(layout, server_.store_.data(), header.key_index, message + sizeof(header));
     ++stats_.puts;
+    if (!server_.table_) {
+      StoreValue(layout, server_.store_.data(), header.key_index, message + sizeof(header));
+      return true;
+    }
+    if (StoreInTable(layout, server_.store_.data(), *server_.table_, header.key_index, message + sizeof(header)) ==
+        HopscotchTable::Put::kFull) {
+      answer.status = kStatusTableFull;
+      ++stats_.table_full;
+    }
     return true;
   }
   if (header.kind == MessageKind::kLookup && layout.design == Design::kHydraDb) {
@@ -328,6 +343,13 @@ Report Server::Run() {
   }
   report.server = {{"workers", workers}, {"malformed_messages", malformed}, {"store_bytes", layout_.bytes}};
   if (malformed != 0) report.notes.push_back(std::to_string(malformed) + " malformed messages counted and dropped");
+  if (table_) {
+    report.server["hopscotch"] = {{"neighbourhood", kHopscotchNeighbourhood}, {"home_buckets", table_->homes()},
+                                  {"bucket_bytes", layout_.entry_bytes}, {"keys", table_->keys()},
+                                  {"load_factor", static_cast<double>(table_->keys()) / table_->homes()},
+                                  {"away_from_home", table_->AwayFromHome()},
+                                  {"displacements", table_->displacements()}, {"puts_refused_full", table_->refused()}};
+  }
   return report;
 }
 

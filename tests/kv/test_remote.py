@@ -1,7 +1,9 @@
 """The READ-based systems (rdmalab-kv --system pilaf|farm|farm-var|drtm|drtm-write|hydradb)
 end to end on softnic: values right, exactly the specified verbs and sizes at the server's
 device (softnic's counters), and bad input: no server, wrong port, a server that dies, a
-full FaRM circular buffer, DrTM lock contention."""
+full FaRM circular buffer, DrTM lock contention. The full stores (--store full): Pilaf's
+cuckoo table and FaRM's hopscotch table, their checksums, misses, displacements and a
+full table."""
 
 from __future__ import annotations
 
@@ -10,7 +12,7 @@ import uuid
 
 import pytest
 
-from kvrun import KV, benchrun, documents, single_error, softnic, standalone
+from kvrun import KV, benchrun, documents, server_alone, single_error, softnic, standalone
 
 SV = 32
 SMALL = ["--keys", "20000", "--value-size", str(SV)]
@@ -173,6 +175,10 @@ def test_server_that_dies_mid_run_fails_the_client_with_one_line():
     (["--system", "farm", "--key-size", "32"], "16-byte keyhashes"),
     (["--system", "drtm", "--lock-placement", "nearby"], "same-bits"),
     (["--system", "farm", "--hydradb-miss-path"], "HydraDB's"),
+    (["--system", "drtm", "--store", "full"], "built for pilaf, farm and farm-var"),
+    (["--system", "farm", "--store", "full", "--workers", "2"], "one writer"),
+    (["--system", "farm", "--farm-load-factor", "0.5"], "sizes FaRM full's hopscotch table"),
+    (["--system", "pilaf", "--preload=false"], "always loads every key"),
 ])
 def test_bad_flag_values_name_the_value_and_what_is_valid(argv, expected):
     r = subprocess.run([str(KV), "server", *argv], capture_output=True, text=True, timeout=30)
@@ -181,14 +187,20 @@ def test_bad_flag_values_name_the_value_and_what_is_valid(argv, expected):
     assert len(lines) == 1 and expected in lines[0], r.stderr
 
 
-def test_pilaf_full_returns_what_puts_stored_over_a_million_mixed_operations():
-    server, client = documents(standalone("pilaf", [*SMALL, "--store", "full", "--put-fraction", "0.5", "--clients",
-                                                    "4", "-n", "250000", "--validate", "--warmup", "0"]))
+def million_mixed_operations_on_the_full_store(system: str) -> tuple[dict, dict]:
+    """4 clients x 250000 operations, half PUTs, every GET checked: (server document, client row)."""
+    server, client = documents(standalone(system, [*SMALL, "--store", "full", "--put-fraction", "0.5", "--clients",
+                                                   "4", "-n", "250000", "--validate", "--warmup", "0"]))
     row = client["results"][0]
     assert row["ops"] >= 1_000_000
     v = client["validation"]
     assert v["ok"] and v["checked"] >= 400_000, v
     assert row["checksum_failures"] == 0 and row["get_misses"] == 0 and row["unanswered"] == 0, row
+    return server, row
+
+
+def test_pilaf_full_returns_what_puts_stored_over_a_million_mixed_operations():
+    server, row = million_mixed_operations_on_the_full_store("pilaf")
     # Each GET READs 1 to 3 buckets of the 3-1 table, then the extent.
     assert 2.0 < row["verbs"]["per_get"]["client"]["RC READ"] < 4.0
 
@@ -204,10 +216,11 @@ def test_pilaf_full_reads_its_buckets_and_crc_sealed_extents_at_the_servers_devi
 
 
 def test_pilaf_full_detects_a_flipped_byte_in_server_memory():
-    # The server flips a byte of 40 keys' extents (even keys) or buckets (odd keys) of 1000.
+    # The server flips a byte of 10 keys' extents (even keys) or buckets (odd keys) of 1000. A GET
+    # of a corrupt key READs for 250 ms before it gives up: few GETs keep the test short.
     server, client = documents(standalone("pilaf", ["--keys", "1000", "--store", "full", "--put-fraction", "0",
-                                                    "--clients", "2", "-n", "20000", "--validate"],
-                                          server_args=["--corrupt", "40"]))
+                                                    "--clients", "2", "-n", "1000", "--validate"],
+                                          server_args=["--corrupt", "10"]))
     row = client["results"][0]
     assert row["checksum_failures"] > 0, row
     assert row["get_misses"] > 0  # the corrupt keys are answered as misses, never with their bytes
@@ -216,3 +229,123 @@ def test_pilaf_full_detects_a_flipped_byte_in_server_memory():
     clean = documents(standalone("pilaf", ["--keys", "1000", "--store", "full", "--put-fraction", "0", "--clients",
                                            "2", "-n", "20000", "--validate"]))[1]["results"][0]
     assert clean["checksum_failures"] == 0 and clean["get_misses"] == 0
+
+
+FARM_FULL_BUCKET = {"farm": 16 + SV + 16, "farm-var": 16 + 8 + 16}  # key, value or pointer, version, CRC64
+
+
+@pytest.mark.parametrize("system", ["farm", "farm-var"])
+def test_farm_full_returns_what_puts_stored_over_a_million_mixed_operations(system):
+    server, row = million_mixed_operations_on_the_full_store(system)
+    assert row["table_full"] == 0 and row["puts_refused"] == 0
+    table = server["server"]["hopscotch"]
+    assert table["keys"] == 20000 and table["neighbourhood"] == 6 and table["bucket_bytes"] == FARM_FULL_BUCKET[system]
+    # One neighbourhood READ per GET (FaRM-VAR: and the value's), and the few made again after a torn one.
+    reads = {"farm": 1, "farm-var": 2}[system]
+    assert row["verbs"]["per_get"]["client"]["RC READ"] == pytest.approx(reads, rel=0.01)
+    assert row["torn_rereads"] < 0.01 * row["verbs"]["gets"]
+
+
+@pytest.mark.parametrize("system,reads_per_get,bytes_per_get", [
+    ("farm", 1, 6 * FARM_FULL_BUCKET["farm"]),
+    ("farm-var", 2, 6 * FARM_FULL_BUCKET["farm-var"] + SV + 8),
+])
+def test_farm_full_reads_the_keys_neighbourhood_at_the_servers_device(system, reads_per_get, bytes_per_get):
+    server, client, counters = counted_run(system, [*SMALL, "--store", "full", "--put-fraction", "0", "--clients", "2",
+                                                    "-n", "20000"])
+    row = client["results"][0]
+    gets = row["completed_all"]
+    assert row["torn_rereads"] == 0 and row["get_misses"] == 0  # no PUT races with a READ
+    assert counters["rx_packets"] == reads_per_get * gets, counters
+    assert counters["rx_bytes"] == bytes_per_get * gets, counters
+    assert counters["work_requests"] == 0  # the server's CPU takes no part in a GET
+
+
+@pytest.mark.parametrize("system", ["farm", "farm-var"])
+def test_farm_full_answers_a_key_absent_from_the_table_as_a_miss_after_confirming_reads(system):
+    # --preload=false: the table is empty and no PUT comes, so every GET is of an absent key.
+    server, client, counters = counted_run(system, [*SMALL, "--store", "full", "--preload=false", "--put-fraction", "0",
+                                                    "--clients", "2", "-n", "5000"])
+    row = client["results"][0]
+    gets = row["completed_all"]
+    assert row["get_hits"] == 0 and row["get_misses"] == row["gets"] > 0, row
+    # A miss rests on a second READ of the neighbourhood with the home's version the same before
+    # (the first READ's) and after (a READ of the home bucket): a move could hide a key from one READ.
+    bucket = FARM_FULL_BUCKET[system]
+    assert counters["rx_packets"] == 3 * gets and counters["rx_bytes"] == gets * (2 * 6 * bucket + bucket), counters
+    assert row["verbs"]["per_get"]["client"]["RC READ"] == pytest.approx(3)
+    assert row["checksum_failures"] == 0 and server["server"]["hopscotch"]["keys"] == 0
+
+
+@pytest.mark.parametrize("system", ["farm", "farm-var"])
+def test_farm_full_finds_entries_that_inserts_displaced(system):
+    # 2000 keys at load 0.5: inserts moved entries within their neighbourhoods; 40000 GETs read every key.
+    server, client = documents(standalone(system, ["--keys", "2000", "--value-size", str(SV), "--store", "full",
+                                                   "--farm-load-factor", "0.5", "--put-fraction", "0", "--clients", "2",
+                                                   "-n", "20000", "--validate"]))
+    table = server["server"]["hopscotch"]
+    assert table["displacements"] > 10 and table["away_from_home"] > 200, table
+    row = client["results"][0]
+    assert row["get_misses"] == 0 and row["checksum_failures"] == 0, row
+    assert client["validation"]["ok"] and client["validation"]["checked"] >= 40_000
+
+
+@pytest.mark.parametrize("system", ["farm", "farm-var"])
+def test_farm_full_inserts_racing_with_gets_never_return_a_wrong_value(system):
+    # An empty table filled by the run's PUTs: inserts and displacements while 4 clients READ.
+    server, client = documents(standalone(system, ["--keys", "2000", "--value-size", str(SV), "--store", "full",
+                                                   "--farm-load-factor", "0.5", "--preload=false", "--put-fraction",
+                                                   "0.5", "--clients", "4", "-n", "20000", "--validate",
+                                                   "--warmup", "0"]))
+    table = server["server"]["hopscotch"]
+    row = client["results"][0]
+    assert table["keys"] > 1900 and table["displacements"] > 0, table
+    v = client["validation"]
+    assert v["ok"] and v["wrong_key"] == 0 and v["corrupt"] == 0 and v["checked"] > 30_000, v
+    assert row["get_misses"] > 0 and row["get_hits"] > 30_000  # absent until their first PUT
+    assert row["unanswered"] == 0 and row["checksum_failures"] == 0
+    assert row["table_full"] == table["puts_refused_full"]
+
+
+def test_farm_full_table_without_room_refuses_puts_with_a_full_status():
+    # 2000 keys, 1000 home buckets (1005 buckets): at most 1005 keys fit; the others' PUTs are refused.
+    server, client = documents(standalone("farm", ["--keys", "2000", "--value-size", str(SV), "--store", "full",
+                                                   "--farm-load-factor", "2", "--preload=false", "--put-fraction",
+                                                   "0.7", "--clients", "2", "-n", "10000", "--validate"]))
+    table = server["server"]["hopscotch"]
+    row = client["results"][0]
+    assert 500 < table["keys"] <= 1005 and table["puts_refused_full"] > 1000, table
+    assert row["table_full"] == table["puts_refused_full"] and row["puts_refused"] > 0, row
+    assert row["unanswered"] == 0 and client["validation"]["ok"]
+    assert any("table full" in n for n in client["notes"]) and sum("table full" in n for n in server["notes"]) == 1
+
+
+def test_farm_full_preload_that_does_not_fit_fails_with_one_line():
+    line = single_error(server_alone("farm", ["--keys", "20000", "--store", "full", "--farm-load-factor", "3"]))
+    assert "has no place for key" in line and "lower --farm-load-factor" in line, line
+
+
+@pytest.mark.parametrize("system", ["farm", "farm-var"])
+def test_farm_full_detects_a_flipped_byte_in_server_memory(system):
+    # The server flips a byte of 10 keys' values (even keys) or keys (odd keys) of 1000.
+    server, client = documents(standalone(system, ["--keys", "1000", "--store", "full", "--put-fraction", "0",
+                                                   "--clients", "2", "-n", "1000", "--validate"],
+                                          server_args=["--corrupt", "10"]))
+    row = client["results"][0]
+    assert row["checksum_failures"] > 0 and row["get_misses"] > 0, row
+    assert client["validation"]["ok"] and client["validation"]["corrupt"] == 0
+    assert any("failing its CRC64" in n for n in client["notes"])
+
+
+@pytest.mark.parametrize("system", ["pilaf", "farm", "farm-var"])
+def test_full_store_reads_racing_with_a_hot_keys_updates_are_made_again_not_taken_as_corrupt(system):
+    # Zipf keys, half PUTs: the hottest keys are rewritten all the time, also while the server
+    # shares a core with 2 busy client processes and is preempted in the middle of an update.
+    server, client, other = documents(standalone(system, [*SMALL, "--store", "full", "--distribution", "zipf",
+                                                          "--put-fraction", "0.5", "--clients", "4", "-n", "25000",
+                                                          "--validate"], client_processes=2))
+    for doc in (client, other):
+        row = doc["results"][0]
+        assert doc["validation"]["ok"] and doc["validation"]["checked"] > 40_000, doc["validation"]
+        assert row["checksum_failures"] == 0 and row["get_misses"] == 0 and row["unanswered"] == 0, row
+    assert server["results"][0]["torn_rereads"] > 0  # the races happened

@@ -1,6 +1,6 @@
 // The READ-based systems' store layout (kv/remote/layout.cc) and verb accounting
 // (verb_tally.cc), without a device: every key's places lie inside the store and apart;
-// preloaded values check; the modeled PCIe bytes are the model's per-WR accounting times
+// preloaded values check (FaRM full: where a client's neighbourhood READ finds them); the modeled PCIe bytes are the model's per-WR accounting times
 // the verb counts.
 #include <gtest/gtest.h>
 
@@ -8,7 +8,9 @@
 #include <vector>
 
 #include "kv/core/options.h"
+#include "kv/remote/crc64.h"
 #include "kv/remote/cuckoo.h"
+#include "kv/remote/hopscotch.h"
 #include "kv/remote/remote.h"
 #include "kv/workload/workload.h"
 #include "model/wr_accounting.h"
@@ -47,6 +49,48 @@ TEST(KvRemoteLayout, EveryKeysValueIsInsideTheStoreAndChecksAfterPreload) {
     if (layout.ring_slots != 0) {
       EXPECT_GE(layout.SlotOffset(0, 0), layout.entries + layout.keys * layout.entry_bytes) << system;
       EXPECT_LE(layout.SlotOffset(2, layout.ring_slots - 1) + layout.slot_bytes, layout.bytes) << system;
+    }
+  }
+}
+
+TEST(KvRemoteLayout, FarmFullPreloadsEveryKeyWhereItsNeighbourhoodReadFindsIt) {
+  for (const char* system : {"farm", "farm-var"}) {
+    Options o = OptionsFor(system);
+    o.store = "full";
+    o.keys = 5000;
+    CheckRemote(o);
+    const Layout layout = LayoutOf(o, 2);
+    std::vector<std::uint8_t> store(layout.bytes);
+    Preload(layout, store.data());
+    HopscotchTable table(store.data() + layout.entries, layout.bucket_count, layout.HopscotchPayloadBytes());
+    PreloadTable(layout, store.data(), table);
+    ASSERT_EQ(table.keys(), layout.keys) << system;
+    const auto read = [&](std::uint64_t k) {
+      const std::uint64_t at = layout.NeighbourhoodOffset(KeyHashOf(k));
+      EXPECT_LE(at + kNeighbourhood * layout.entry_bytes, layout.values ? layout.values : layout.bytes) << system;
+      return ScanNeighbourhood(store.data() + at, KeyHashOf(k), layout.HopscotchPayloadBytes());
+    };
+    // What a GET READs: the value in the bucket (FaRM), or behind its pointer (FaRM-VAR).
+    const auto value_of = [&](const NeighbourhoodScan& scan) -> const std::uint8_t* {
+      if (layout.design == Design::kFarm) return scan.payload;
+      std::uint64_t extent = 0;
+      std::memcpy(&extent, scan.payload, sizeof(extent));
+      return ExtentChecks(store.data() + extent, layout.value_bytes) ? store.data() + extent : nullptr;
+    };
+    for (std::uint64_t k = 0; k < layout.keys; ++k) {
+      const NeighbourhoodScan scan = read(k);
+      ASSERT_EQ(scan.outcome, NeighbourhoodScan::kFound) << system << " key " << k;
+      const std::uint8_t* value = value_of(scan);
+      ASSERT_NE(value, nullptr) << system << " key " << k;
+      ASSERT_EQ(CheckValue(k, value, layout.value_bytes, layout.value_bytes), ValueCheck::kOk) << system;
+    }
+    // --corrupt: even keys' values, odd keys' key bytes; no GET may trust them.
+    Corrupt(layout, store.data(), 10);
+    for (std::uint64_t k = 0; k < 10; ++k) {
+      const NeighbourhoodScan scan = read(k);
+      const bool caught = scan.outcome == NeighbourhoodScan::kTorn ||
+                          (scan.outcome == NeighbourhoodScan::kFound && value_of(scan) == nullptr);
+      EXPECT_TRUE(caught) << system << " key " << k;
     }
   }
 }
