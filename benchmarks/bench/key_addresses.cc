@@ -3,7 +3,8 @@
 #include <algorithm>
 #include <bit>
 #include <unordered_map>
-#include <unordered_set>
+#include <functional>
+#include <vector>
 
 #include "benchmarks/bench/common.h"
 #include "rdma/error.h"
@@ -22,6 +23,19 @@ std::uint64_t Mix(std::uint64_t x) {
   x = (x ^ (x >> 33)) * 0xFF51AFD7ED558CCDull;
   x = (x ^ (x >> 33)) * 0xC4CEB9FE1A85EC53ull;
   return x ^ (x >> 33);
+}
+
+// How many of the units (lines, pages) that were read take half of the reads, hottest first:
+// what a cache of that many entries would need to hit on every other READ.
+std::uint64_t UnitsForHalfOfReads(const std::unordered_map<std::uint64_t, std::uint64_t>& reads_of_unit,
+                                  std::uint64_t total_reads) {
+  std::vector<std::uint64_t> reads;
+  reads.reserve(reads_of_unit.size());
+  for (const auto& [unit, count] : reads_of_unit) reads.push_back(count);
+  std::sort(reads.begin(), reads.end(), std::greater<>());
+  std::uint64_t units = 0, covered = 0;
+  while (units < reads.size() && 2 * covered < total_reads) covered += reads[units++];
+  return units;
 }
 
 }  // namespace
@@ -62,14 +76,13 @@ double KeyAddresses::HottestKeyProbability() const { return space_.zipf ? 1.0 / 
 
 nlohmann::json SummarizeKeyReads(const KeyAddresses& addresses, std::span<const std::uint64_t> slots,
                                  std::uint32_t value_bytes) {
-  std::unordered_map<std::uint64_t, std::uint64_t> reads_of_slot;
-  std::unordered_set<std::uint64_t> lines, pages;
+  std::unordered_map<std::uint64_t, std::uint64_t> reads_of_slot, reads_of_line, reads_of_page;
   std::uint64_t lowest = ~std::uint64_t{0}, highest = 0;
   for (const std::uint64_t slot : slots) {
     ++reads_of_slot[slot];
     const std::uint64_t first = slot * value_bytes, last = first + std::max(value_bytes, 1u) - 1;
-    for (std::uint64_t line = first / kCacheLineBytes; line <= last / kCacheLineBytes; ++line) lines.insert(line);
-    for (std::uint64_t page = first / kPageBytes; page <= last / kPageBytes; ++page) pages.insert(page);
+    for (std::uint64_t line = first / kCacheLineBytes; line <= last / kCacheLineBytes; ++line) ++reads_of_line[line];
+    for (std::uint64_t page = first / kPageBytes; page <= last / kPageBytes; ++page) ++reads_of_page[page];
     lowest = std::min(lowest, first);
     highest = std::max(highest, last);
   }
@@ -90,8 +103,10 @@ nlohmann::json SummarizeKeyReads(const KeyAddresses& addresses, std::span<const 
           {"hottest_key_share", slots.empty() ? 0.0 : static_cast<double>(hottest_reads) / sampled},
           {"expected_hottest_key_share", addresses.HottestKeyProbability()},
           {"hottest_slot", hottest_slot},
-          {"distinct_cache_lines", lines.size()},
-          {"distinct_pages", pages.size()},
+          {"distinct_cache_lines", reads_of_line.size()},
+          {"distinct_pages", reads_of_page.size()},
+          {"cache_lines_for_half_of_reads", UnitsForHalfOfReads(reads_of_line, slots.size())},
+          {"pages_for_half_of_reads", UnitsForHalfOfReads(reads_of_page, slots.size())},
           {"lowest_offset_bytes", slots.empty() ? 0 : lowest},
           {"highest_offset_bytes", highest}};
 }

@@ -103,8 +103,9 @@ class KeyAddresses {
 };
 
 // What sampled READs touched, from the slots they read (cold path): distinct keys, the
-// hottest key's share beside the generator's promise, distinct cache lines and pages, and
-// the lowest and highest byte read, against the region of keys x value_bytes.
+// hottest key's share beside the generator's promise, distinct cache lines and pages and
+// how many of them take half of the READs (the locality that placement decides), and the
+// lowest and highest byte read, against the region of keys x value_bytes.
 nlohmann::json SummarizeKeyReads(const KeyAddresses& addresses, std::span<const std::uint64_t> slots,
                                  std::uint32_t value_bytes);
 

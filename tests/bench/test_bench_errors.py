@@ -60,6 +60,18 @@ def single_error(role: benchrun.Role) -> str:
     (["lat", "--io-batch", "4"], ["--io-batch 4 applies to --stack udp only"]),
     (["tput", "--stack", "udp", "--sge", "2"], ["--stack udp runs one client and one server over one socket"]),
     (["tput", "--buffers", "2", "--validate"], ["--numa, --page-offset and --buffers place", "--validate"]),
+    (["tput", "--verb", "write", "--distribution", "zipf"], ["--distribution zipf with --verb write",
+                                                             "keyed addresses are for READs", "use --verb read"]),
+    (["tput", "--verb", "read", "--distribution", "gauss"], ["bad value 'gauss'", "none, uniform, zipf"]),
+    (["tput", "--verb", "read", "--placement", "unclustered"], ["--placement, --keys and --zipf-theta",
+                                                                "need --distribution uniform|zipf"]),
+    (["tput", "--verb", "read", "--distribution", "zipf", "--zipf-theta", "1.5"], ["zipf_theta", "1.5"]),
+    (["tput", "--verb", "read", "--distribution", "uniform", "--zipf-theta", "0.5"],
+     ["--zipf-theta 0.5 with --distribution uniform", "needs zipf"]),
+    (["tput", "--verb", "read", "--distribution", "zipf", "--keys", str(2**29)], ["keys", str(2**29), "268435456"]),
+    (["tput", "--verb", "read", "--distribution", "zipf", "--validate"], ["does not combine with --validate"]),
+    (["lat", "--verb", "read", "--distribution", "uniform"], ["--distribution uniform applies to mode tput",
+                                                              "not mode lat"]),
 ])
 def test_bad_input(args: list[str], expected: list[str]) -> None:
     start = time.monotonic()
