@@ -67,7 +67,7 @@ struct Options {
   std::string placement = "clustered";  // clustered | unclustered
   std::uint64_t keys = 0;               // 0: kDefaultKeys
   double zipf_theta = 0.99;
-  // Kernel-socket stand-ins of lat and tput (sockets.cc).
+  // Kernel-socket stand-ins of lat and tput (sockets.cc), and raw Ethernet frames (raw_packet.cc).
   std::string stack = "rdma";
   int io_batch = 1;
   // Run control and output.

@@ -431,9 +431,10 @@ class TcpRun {
 
 }  // namespace
 
+// Also --stack raw's (raw_packet.cc): the same datagrams as udp, as frames of a raw-packet QP.
 void CheckSockets(Options& options) {
   if (options.mode != "lat" && options.mode != "tput") {
-    Fail("--stack ", options.stack, " applies to lat and tput (the kernel-socket stand-ins), not ", options.mode);
+    Fail("--stack ", options.stack, " applies to lat and tput (the Ethernet and socket stand-ins), not ", options.mode);
   }
   if (options.peers != 1 || options.threads != 1 || options.qp != 1 || options.post_list != 1 || options.sge != 1 ||
       options.header_only || options.inline_size != 0 || options.direction != "inbound" || options.validate) {
@@ -443,12 +444,12 @@ void CheckSockets(Options& options) {
   if (options.all || options.sizes.size() > 1) Fail("--stack ", options.stack, " takes one --size per run");
   DefaultSizes(options, 64);
   const std::uint32_t size = options.sizes[0];
-  if (options.stack == "udp") {
+  if (options.stack == "udp" || options.stack == "raw") {
     if (!options.verb.empty() && options.verb != "send") {
-      Fail("--verb ", options.verb, " with --stack udp: datagrams are sends (send, or leave --verb out)");
+      Fail("--verb ", options.verb, " with --stack ", options.stack, ": datagrams are sends (send, or leave --verb out)");
     }
     if (size < kStampHeaderBytes || size > kUdpMaxPayloadBytes) {
-      Fail("--size ", size, " with --stack udp: a datagram carries a ", kStampHeaderBytes, "-byte timestamp header and at most ",
+      Fail("--size ", size, " with --stack ", options.stack, ": a datagram carries a ", kStampHeaderBytes, "-byte timestamp header and at most ",
            kUdpMaxPayloadBytes, " bytes, so ", kStampHeaderBytes, "..", kUdpMaxPayloadBytes);
     }
     if (options.io_batch < 1 || options.io_batch > kMaxIoBatch) {
@@ -458,7 +459,7 @@ void CheckSockets(Options& options) {
     if (options.verb != "write" && options.verb != "read" && !options.verb.empty()) {
       Fail("--verb ", options.verb, " with --stack tcp: write (size-byte requests) or read (size-byte responses)");
     }
-    if (options.io_batch != 1) Fail("--io-batch ", options.io_batch, " applies to --stack udp only");
+    if (options.io_batch != 1) Fail("--io-batch ", options.io_batch, " applies to --stack udp and raw only");
     if (size == 0) Fail("--size 0 with --stack tcp: a request moves at least one byte");
   }
 }
