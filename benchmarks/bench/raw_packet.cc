@@ -24,6 +24,7 @@
 #include <utility>
 #include <vector>
 
+#include "benchmarks/bench/datagram_window.h"
 #include "benchmarks/bench/hot_loop.h"
 #include "benchmarks/bench/modes.h"
 #include "rdma/error.h"
@@ -41,7 +42,6 @@ static_assert(kFrameHeaderBytes == 42, "Ethernet II + IPv4 without options + UDP
 constexpr std::uint16_t kEtherTypeIpv4 = 0x0800;
 constexpr std::uint8_t kIpProtocolUdp = 17;
 constexpr std::uint8_t kIpTtl = 64;
-constexpr int kLossTimeoutMs = 20;  // as --stack udp: no frame back for this long, the rest are lost
 
 struct FrameAddress {
   std::array<std::uint8_t, 6> mac{};
@@ -222,16 +222,9 @@ class RawPacketRun {
     if (!session_.is_server()) {
       for (int slot = 0; slot < window_; ++slot) std::memcpy(Slot(slot), reply_headers_.data(), kFrameHeaderBytes);
     }
-    session_.Barrier("connected");
     Report report;
-    if (session_.is_server()) {
-      ServeBetweenBarriers(session_, 1, stop_, "/0", [&](int) { Forward(); });
-      report.rows.push_back(ServedRow(payload_, "forwarded_packets", forwarded_));
-    } else {
-      session_.Barrier("start/0");
-      report.rows.push_back(Generate());
-      session_.Barrier("done/0");
-    }
+    report.rows.push_back(ForwardOrGenerate(session_, stop_, payload_, forwarded_, [&] { Forward(); },
+                                            [&] { return Generate(); }));
     report.notes.push_back("Ethernet/IPv4/UDP frames through an IBV_QPT_RAW_PACKET QP (--stack raw), " +
                            std::to_string(batch_) + " per post list");
     session_.Barrier("finished");
@@ -320,65 +313,34 @@ class RawPacketRun {
 
   ResultRow Generate() {
     const TscClock& clock = session_.clock();
-    const std::uint64_t warmup_ticks = clock.NsToTicks(static_cast<std::uint64_t>(o_.warmup_s * 1e9));
-    const std::uint64_t duration_ticks = clock.NsToTicks(static_cast<std::uint64_t>(o_.duration_s * 1e9));
-    const std::uint64_t iterations = o_.duration_s > 0 ? 0 : IterationsOrDefault(o_, o_.mode == "lat" ? 1000 : 100'000);
     const std::uint64_t deadline = DeadlineTicks(session_);
-    const std::uint64_t loss_ticks = clock.NsToTicks(std::uint64_t{kLossTimeoutMs} * 1'000'000);
-    ResultRow row;
-    row.size_bytes = payload_;
-    row.payload_bytes_per_op = payload_;
-    row.latency_ns = std::make_unique<LatencyHistogram>();
-    row.latency_kind = "one_way";
-    std::uint64_t next_seq = 0, window_start = 0, lost = 0, late = 0, measured = 0, unsent = 0;
-    std::uint64_t now = clock.Now(), last_arrival = now;
-    MeasuredInterval interval(now, warmup_ticks, duration_ticks, iterations);
+    ResultRow row = OneWayRow(payload_);
+    std::uint64_t measured = 0, unsent = 0;
+    DatagramWindow window(clock, static_cast<std::uint64_t>(window_), clock.Now());
+    MeasuredInterval interval = DatagramInterval(o_, clock, clock.Now());
     std::vector<int> slots(static_cast<std::size_t>(batch_));
+    const auto batch = static_cast<std::uint64_t>(batch_);
     while (true) {
-      // Whole batches while the window and the send queue have room for one.
-      while (!interval.stopping() && next_seq + static_cast<std::uint64_t>(batch_) <= window_start + static_cast<std::uint64_t>(window_) && unsent + static_cast<std::uint64_t>(batch_) <= static_cast<std::uint64_t>(window_)) {
+      // Whole batches while the window and the send queue have room for one (a slot's last
+      // SEND has completed once fewer than window_ - batch_ are unsent).
+      while (!interval.stopping() && window.HasRoom(batch) && unsent + batch <= static_cast<std::uint64_t>(window_)) {
         const std::uint64_t t1 = clock.Now();
-        for (int i = 0; i < batch_; ++i) {
-          const std::uint64_t seq = next_seq + static_cast<std::uint64_t>(i);
-          slots[static_cast<std::size_t>(i)] = static_cast<int>(seq % static_cast<std::uint64_t>(window_));
-          std::uint8_t* payload = Slot(slots[static_cast<std::size_t>(i)]) + kFrameHeaderBytes;
-          std::memcpy(payload + kSeqOffset, &seq, sizeof(seq));
-          std::memcpy(payload + kStampOffset, &t1, sizeof(t1));
+        for (std::size_t i = 0; i < slots.size(); ++i) {
+          slots[i] = static_cast<int>(window.next_seq() % static_cast<std::uint64_t>(window_));
+          window.Stamp(Slot(slots[i]) + kFrameHeaderBytes, t1);
         }
         PostSends(slots.data(), batch_, false);
-        next_seq += static_cast<std::uint64_t>(batch_);
-        unsent += static_cast<std::uint64_t>(batch_);
+        unsent += batch;
       }
-      if (interval.stopping() && window_start >= next_seq && unsent == 0) break;
+      if (interval.stopping() && window.Drained() && unsent == 0) break;
       PollCq(send_cq_.get(), "sending frames", [&](const ibv_wc& wc) { unsent -= wc.wr_id; });
-      int arrived = 0;
       PollCq(recv_cq_.get(), "receiving frames", [&](const ibv_wc& wc) {
         const int slot = static_cast<int>(wc.wr_id);
-        const std::uint8_t* payload = Slot(slot) + kFrameHeaderBytes;
-        std::uint64_t t1, turnaround_ns, seq;
-        std::memcpy(&t1, payload + kStampOffset, sizeof(t1));
-        std::memcpy(&turnaround_ns, payload + kTurnaroundOffset, sizeof(turnaround_ns));
-        std::memcpy(&seq, payload + kSeqOffset, sizeof(seq));
+        measured += window.Returned(Slot(slot) + kFrameHeaderBytes, clock.Now(), interval.counting(), *row.latency_ns);
         PostRecv(slot);
-        ++arrived;
-        if (seq < window_start) {  // given up for lost, then came back
-          ++late;
-          return;
-        }
-        lost += seq - window_start;  // overtaken frames: nothing resends them
-        window_start = seq + 1;
-        if (interval.counting()) {
-          row.latency_ns->Record(OneWayNs(clock.TicksToNs(clock.Now() - t1), turnaround_ns));
-          ++measured;
-        }
       });
-      now = clock.Now();
-      if (arrived > 0) last_arrival = now;
-      if (now - last_arrival >= loss_ticks && window_start < next_seq) {
-        lost += next_seq - window_start;
-        window_start = next_seq;
-        last_arrival = now;
-      }
+      const std::uint64_t now = clock.Now();
+      window.GiveUpIfSilent(now);
       interval.Update(now, measured, clock, row);
       if (now >= deadline) Fail("--timeout ", o_.timeout_s, " s passed with ", measured, " frames forwarded back");
       if (g_abort.load(std::memory_order_relaxed)) Fail("aborted");
@@ -386,8 +348,7 @@ class RawPacketRun {
     row.extra["stack"] = "raw";
     row.extra["io_batch"] = batch_;
     row.extra["frame_bytes"] = frame_;
-    row.extra["lost_packets"] = lost;
-    row.extra["late_packets"] = late;
+    window.Report(row);
     return row;
   }
 
