@@ -65,3 +65,16 @@ def test_zipf_keys_have_the_promised_hottest_key_and_placement_decides_locality(
     for clustered, unclustered in zip(hot["clustered"], hot["unclustered"]):
         assert clustered["cache_lines_for_half_of_reads"] * 3 < unclustered["cache_lines_for_half_of_reads"], hot
         assert clustered["pages_for_half_of_reads"] * 10 < unclustered["pages_for_half_of_reads"], hot
+
+
+def test_outbound_keyed_reads_go_to_each_clients_array() -> None:
+    """--direction outbound: the server READs key-chosen values from every client's array."""
+    run = benchrun.standalone("tput", ["--verb", "read", "-t", "16", "-s", str(VALUE_BYTES), "-n", "5000",
+                                       "--warmup", "0.02", "--keys", str(KEYS), "--distribution", "zipf",
+                                       "--placement", "unclustered", "--direction", "outbound"], clients=2)
+    server, *_ = check_documents(run)
+    row = server["results"][0]
+    assert len(row["per_peer"]) == 2 and row["ops"] >= 5000
+    check_in_bounds(row["key_reads"])
+    assert row["key_reads"]["hottest_key_share"] == pytest.approx(row["key_reads"]["expected_hottest_key_share"],
+                                                                  rel=0.12)
