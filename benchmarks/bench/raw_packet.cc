@@ -259,8 +259,9 @@ class RawPacketRun {
     if (error_number != 0) FailErrno("ibv_post_recv on the raw-packet QP", error_number);
   }
 
-  // Sends the frames of `slots` with one post list; only the last is signaled, and its
-  // wr_id says how many the completion retires (a server's: the slots to receive into again).
+  // Sends the frames of `slots` with one post list. The generator signals only the last,
+  // whose wr_id says how many its completion retires; the forwarder (signal_each) signals
+  // every one, wr_id = the slot to receive into again once the frame has left.
   void PostSends(const int* slots, int count, bool signal_each) {
     for (int i = 0; i < count; ++i) {
       sges_[static_cast<std::size_t>(i)] = {reinterpret_cast<std::uintptr_t>(Slot(slots[i])), frame_, frames_.mr->lkey};
@@ -289,21 +290,30 @@ class RawPacketRun {
     }
   }
 
+  // Turns a batch of received frames around, as --stack udp's forwarder does: each carries
+  // the time from the poll that found it (t2) to just before its SEND is posted (t3).
+  void ForwardBatch(const int* slots, int count, std::uint64_t t2) {
+    const TscClock& clock = session_.clock();
+    const std::uint64_t turnaround_ns = clock.TicksToNs(clock.Now() - t2);
+    for (int i = 0; i < count; ++i) {
+      std::memcpy(Slot(slots[i]), reply_headers_.data(), kFrameHeaderBytes);
+      std::memcpy(Slot(slots[i]) + kFrameHeaderBytes + kTurnaroundOffset, &turnaround_ns, sizeof(turnaround_ns));
+    }
+    PostSends(slots, count, true);
+  }
+
   void Forward() {
     const TscClock& clock = session_.clock();
     std::vector<int> slots(static_cast<std::size_t>(batch_));
     while (!stop_.load(std::memory_order_relaxed) && !g_abort.load(std::memory_order_relaxed)) {
       int n = 0;
-      const std::uint64_t t2 = clock.Now();
+      std::uint64_t t2 = 0;
       PollCq(recv_cq_.get(), "forwarding frames", [&](const ibv_wc& wc) {
-        const int slot = static_cast<int>(wc.wr_id);
-        std::memcpy(Slot(slot), reply_headers_.data(), kFrameHeaderBytes);
-        const std::uint64_t turnaround_ns = clock.TicksToNs(clock.Now() - t2);
-        std::memcpy(Slot(slot) + kFrameHeaderBytes + kTurnaroundOffset, &turnaround_ns, sizeof(turnaround_ns));
-        slots[static_cast<std::size_t>(n++)] = slot;
-        if (n == batch_) PostSends(slots.data(), std::exchange(n, 0), true);
+        if (n == 0) t2 = clock.Now();
+        slots[static_cast<std::size_t>(n++)] = static_cast<int>(wc.wr_id);
+        if (n == batch_) ForwardBatch(slots.data(), std::exchange(n, 0), t2);
       });
-      if (n > 0) PostSends(slots.data(), n, true);
+      if (n > 0) ForwardBatch(slots.data(), n, t2);
       PollCq(send_cq_.get(), "forwarding frames", [&](const ibv_wc& wc) {
         PostRecv(static_cast<int>(wc.wr_id));
         ++forwarded_;
