@@ -27,6 +27,7 @@
 #include "benchmarks/bench/datagram_window.h"
 #include "benchmarks/bench/hot_loop.h"
 #include "benchmarks/bench/modes.h"
+#include "benchmarks/bench/raw_frame.h"
 #include "rdma/error.h"
 
 namespace rdmalab::bench {
@@ -34,20 +35,9 @@ namespace {
 
 using nlohmann::json;
 
-constexpr std::uint32_t kEthernetHeaderBytes = 14;
-constexpr std::uint32_t kIpv4HeaderBytes = 20;
-constexpr std::uint32_t kUdpHeaderBytes = 8;
-constexpr std::uint32_t kFrameHeaderBytes = kEthernetHeaderBytes + kIpv4HeaderBytes + kUdpHeaderBytes;
-static_assert(kFrameHeaderBytes == 42, "Ethernet II + IPv4 without options + UDP");
 constexpr std::uint16_t kEtherTypeIpv4 = 0x0800;
 constexpr std::uint8_t kIpProtocolUdp = 17;
 constexpr std::uint8_t kIpTtl = 64;
-
-struct FrameAddress {
-  std::array<std::uint8_t, 6> mac{};
-  std::uint32_t ipv4 = 0;  // network order
-  std::uint16_t udp_port = 0;
-};
 
 json ToJson(const FrameAddress& a) {
   return {{"mac", std::vector<std::uint8_t>(a.mac.begin(), a.mac.end())}, {"ipv4", a.ipv4}, {"udp_port", a.udp_port}};
@@ -96,6 +86,8 @@ FrameAddress OwnFrameAddress(const Session& session, std::uint16_t udp_port, std
   return own;
 }
 
+}  // namespace
+
 std::uint16_t Ipv4Checksum(const std::uint8_t* header) {
   std::uint32_t sum = 0;
   for (std::uint32_t i = 0; i < kIpv4HeaderBytes; i += 2) sum += (std::uint32_t{header[i]} << 8) | header[i + 1];
@@ -103,8 +95,6 @@ std::uint16_t Ipv4Checksum(const std::uint8_t* header) {
   return htons(static_cast<std::uint16_t>(~sum));
 }
 
-// Ethernet II, IPv4 (no options, don't fragment) and UDP headers of a frame carrying
-// `payload_bytes`; the UDP checksum is 0 (none), which IPv4 allows.
 void WriteHeaders(std::uint8_t* frame, const FrameAddress& from, const FrameAddress& to, std::uint32_t payload_bytes) {
   const auto put16 = [](std::uint8_t* at, std::uint16_t host_value) {
     const std::uint16_t v = htons(host_value);
@@ -130,6 +120,8 @@ void WriteHeaders(std::uint8_t* frame, const FrameAddress& from, const FrameAddr
   put16(udp + 4, static_cast<std::uint16_t>(kUdpHeaderBytes + payload_bytes));
   put16(udp + 6, 0);
 }
+
+namespace {
 
 using FlowPtr = std::unique_ptr<ibv_flow, VerbsDeleter<ibv_destroy_flow>>;
 
