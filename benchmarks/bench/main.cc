@@ -32,6 +32,10 @@ int Main(int argc, char** argv) {
     if (options.rdma_cm && options.connection == "UD") {
       Fail("-R/--rdma_cm with -c UD: -R connects RC and UC QPs (UD needs no connection)");
     }
+    if (options.distribution != "none" && (options.mode != "tput" || options.stack != "rdma")) {
+      Fail("--distribution ", options.distribution, " applies to mode tput over RDMA (--verb read), not mode ",
+           options.mode, " --stack ", options.stack);
+    }
     mode.check(options);
     Watchdog watchdog("rdmalab-bench", options.timeout_s);
     const std::uint64_t start_ns = MonotonicNs();

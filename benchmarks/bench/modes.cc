@@ -38,8 +38,11 @@ const Mode& FindMode(const std::string& name) {
 const Mode& ModeFor(const Options& options) {
   static const Mode sockets = {"sockets", "lat and tput over kernel UDP or TCP sockets", CheckSockets, NeverNodes,
                                RunSockets};
+  static const Mode raw = {"raw", "lat and tput as UDP frames over a raw-packet QP", CheckSockets, NeverNodes,
+                           RunRawPacket};
+  if (options.stack == "raw") return raw;
   if (options.stack != "rdma") return sockets;
-  if (options.io_batch != 1) Fail("--io-batch ", options.io_batch, " applies to --stack udp only");
+  if (options.io_batch != 1) Fail("--io-batch ", options.io_batch, " applies to --stack udp and raw only");
   return FindMode(options.mode);
 }
 

@@ -39,6 +39,7 @@ void CheckSequencer(Options& options);
 Report RunSequencer(Session& session);
 void CheckSockets(Options& options);
 Report RunSockets(Session& session);
+Report RunRawPacket(Session& session);
 
 // Shared checks.
 std::uint64_t IterationsOrDefault(const Options& options, std::uint64_t mode_default);

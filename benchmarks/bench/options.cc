@@ -2,6 +2,7 @@
 
 #include <functional>
 
+#include "benchmarks/bench/key_addresses.h"
 #include "rdma/error.h"
 #include "rdma/flags.h"
 
@@ -73,9 +74,21 @@ const std::vector<Flag>& Flags() {
        INT_FLAG(page_offset, -1, 4095)},
       {"buffers", 0, "N", true, "tput: cycle over N source buffers (0: one per slot of the window)",
        INT_FLAG(buffers, 0, 1 << 16)},
-      {"stack", 0, "STACK", true, "rdma (verbs) | udp | tcp: lat and tput over the kernel's sockets instead",
-       CHOICE_FLAG(stack, "rdma", "udp", "tcp")},
-      {"io-batch", 0, "N", true, "--stack udp: datagrams per sendmmsg/recvmmsg", INT_FLAG(io_batch, 1, 1024)},
+      {"distribution", 0, "D", true,
+       "tput --verb read: each READ reads the value of a key drawn uniform | zipf (none: its own window slot)",
+       CHOICE_FLAG(distribution, "none", "uniform", "zipf")},
+      {"placement", 0, "P", true,
+       "with --distribution: values in popularity order (clustered) or a random slot each (unclustered)",
+       CHOICE_FLAG(placement, "clustered", "unclustered")},
+      {"keys", 0, "N", true, "with --distribution: values in the server's array (0: 4 Mi, 8x a 32 MiB LLC at 64 B)",
+       INT_FLAG(keys, 0, kMaxKeys)},
+      {"zipf-theta", 0, "T", true, "with --distribution zipf: the skew (YCSB: 0.99)",
+       RDMALAB_NUMBER_FLAG(zipf_theta, 0.01, 0.9999)},
+      {"stack", 0, "STACK", true,
+       "rdma (verbs) | udp | tcp: lat and tput over the kernel's sockets | raw: UDP frames over a raw-packet QP",
+       CHOICE_FLAG(stack, "rdma", "udp", "tcp", "raw")},
+      {"io-batch", 0, "N", true, "--stack udp|raw: datagrams per sendmmsg/recvmmsg or post list",
+       INT_FLAG(io_batch, 1, 1024)},
       {"validate", 0, nullptr, true, "check every byte moved (slower; a fast number from a broken transfer fails)",
        SWITCH_FLAG(validate)},
       {"seed", 0, "N", true, "random seed (targets, keys)", INT_FLAG(seed, 0, 1ll << 62)},

@@ -62,7 +62,12 @@ struct Options {
   std::string numa = "device";  // device | near | far
   int page_offset = -1;         // -1: slots packed by cache line; else each slot this far into its own page
   int buffers = 0;              // 0: one buffer per slot of the window; else cycle over this many
-  // Kernel-socket stand-ins of lat and tput (sockets.cc).
+  // Keyed READs of tput (nosql Fig. 14, key_addresses.h): none keeps one slot per window entry.
+  std::string distribution = "none";  // none | uniform | zipf
+  std::string placement = "clustered";  // clustered | unclustered
+  std::uint64_t keys = 0;               // 0: kDefaultKeys
+  double zipf_theta = 0.99;
+  // Kernel-socket stand-ins of lat and tput (sockets.cc), and raw Ethernet frames (raw_packet.cc).
   std::string stack = "rdma";
   int io_batch = 1;
   // Run control and output.

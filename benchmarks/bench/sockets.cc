@@ -9,7 +9,7 @@
 // server stamps its turnaround t3 - t2 into it, and the client takes the one-way latency
 // ((t4 - t1) - (t3 - t2)) / 2, the symmetric timestamps of sgbatch. lat keeps one batch in
 // flight; tput keeps --tx-depth datagrams in flight. A datagram the kernel dropped is counted
-// as lost after kLossTimeoutMs without traffic, and the window moves on.
+// as lost after DatagramWindow::kLossTimeoutMs without traffic, and the window moves on.
 // tcp (nosql Fig. 18, the IPoIB stand-in): one connection; --verb write sends --size-byte
 // requests answered by an 8-byte ack, --verb read 8-byte requests answered by --size bytes;
 // --tx-depth requests in flight.
@@ -26,6 +26,7 @@
 #include <string>
 #include <vector>
 
+#include "benchmarks/bench/datagram_window.h"
 #include "benchmarks/bench/hot_loop.h"
 #include "benchmarks/bench/modes.h"
 #include "rdma/error.h"
@@ -36,7 +37,6 @@ namespace {
 using nlohmann::json;
 
 constexpr int kMaxIoBatch = 1024;  // UIO_MAXIOV, the kernel's limit for one sendmmsg
-constexpr int kLossTimeoutMs = 20;
 constexpr int kPollMs = 1;         // how often a waiting loop looks at the deadline and the stop flag
 constexpr std::uint32_t kUdpMaxPayloadBytes = 65507;
 constexpr std::uint32_t kTcpAckBytes = 8;
@@ -150,16 +150,9 @@ class UdpRun {
   }
 
   Report Run() {
-    session_.Barrier("connected");
     Report report;
-    if (session_.is_server()) {
-      ServeBetweenBarriers(session_, 1, stop_, "/0", [&](int) { Forward(); });
-      report.rows.push_back(ServedRow(size_, "forwarded_packets", forwarded_));
-    } else {
-      session_.Barrier("start/0");
-      report.rows.push_back(Generate());
-      session_.Barrier("done/0");
-    }
+    report.rows.push_back(ForwardOrGenerate(session_, stop_, size_, forwarded_, [&] { Forward(); },
+                                            [&] { return Generate(); }));
     report.rows.back().extra["socket"] = endpoints_;
     report.notes.push_back("kernel UDP sockets (--stack udp), " + std::to_string(batch_) +
                            " datagrams per sendmmsg/recvmmsg; the RDMA device is not used for data");
@@ -210,69 +203,38 @@ class UdpRun {
 
   ResultRow Generate() {
     const TscClock& clock = session_.clock();
-    const std::uint64_t warmup_ticks = clock.NsToTicks(static_cast<std::uint64_t>(o_.warmup_s * 1e9));
-    const std::uint64_t duration_ticks = clock.NsToTicks(static_cast<std::uint64_t>(o_.duration_s * 1e9));
-    const std::uint64_t iterations = o_.duration_s > 0 ? 0 : IterationsOrDefault(o_, o_.mode == "lat" ? 1000 : 100'000);
     const std::uint64_t deadline = DeadlineTicks(session_);
-    const std::uint64_t loss_ticks = clock.NsToTicks(std::uint64_t{kLossTimeoutMs} * 1'000'000);
-    ResultRow row;
-    row.size_bytes = size_;
-    row.payload_bytes_per_op = size_;
-    row.latency_ns = std::make_unique<LatencyHistogram>();
-    row.latency_kind = "one_way";
-    std::uint64_t next_seq = 0, window_start = 0, lost = 0, late = 0, measured = 0;
-    std::uint64_t now = clock.Now(), last_arrival = now;
-    MeasuredInterval interval(now, warmup_ticks, duration_ticks, iterations);
+    ResultRow row = OneWayRow(size_);
+    std::uint64_t measured = 0;
+    DatagramWindow window(clock, static_cast<std::uint64_t>(window_), clock.Now());
+    MeasuredInterval interval = DatagramInterval(o_, clock, clock.Now());
     std::vector<std::uint8_t> landing(static_cast<std::size_t>(batch_) * size_);
     while (true) {
       // Send whole batches while the window has room for one.
-      while (!interval.stopping() && next_seq + batch_ <= window_start + window_) {
-        Aim(next_seq, batch_);
+      while (!interval.stopping() && window.HasRoom(static_cast<std::uint64_t>(batch_))) {
+        const std::uint64_t first = window.next_seq();
+        Aim(first, batch_);
         const std::uint64_t t1 = clock.Now();
-        for (int i = 0; i < batch_; ++i) {
-          const std::uint64_t seq = next_seq + i;
-          std::memcpy(Slot(seq) + kSeqOffset, &seq, sizeof(seq));
-          std::memcpy(Slot(seq) + kStampOffset, &t1, sizeof(t1));
-        }
+        for (int i = 0; i < batch_; ++i) window.Stamp(Slot(first + static_cast<std::uint64_t>(i)), t1);
         SendAll(batch_);
-        next_seq += batch_;
       }
-      if (interval.stopping() && window_start >= next_seq) break;
+      if (interval.stopping() && window.Drained()) break;
       for (int i = 0; i < batch_; ++i) iov_[i] = {landing.data() + static_cast<std::size_t>(i) * size_, size_};
       const int n = WaitReadable(fd_.get(), kPollMs) ? recvmmsg(fd_.get(), msgs_.data(), batch_, MSG_DONTWAIT, nullptr) : 0;
-      now = clock.Now();
+      const std::uint64_t now = clock.Now();
       if (n < 0 && errno != EAGAIN && errno != EINTR) Fail("recvmmsg: ", std::strerror(errno));
       for (int i = 0; i < n; ++i) {
-        std::uint64_t t1, turnaround_ns, seq;
-        const std::uint8_t* d = landing.data() + static_cast<std::size_t>(i) * size_;
-        std::memcpy(&t1, d + kStampOffset, sizeof(t1));
-        std::memcpy(&turnaround_ns, d + kTurnaroundOffset, sizeof(turnaround_ns));
-        std::memcpy(&seq, d + kSeqOffset, sizeof(seq));
-        if (seq < window_start) {  // given up for lost, then came back
-          ++late;
-          continue;
-        }
-        lost += seq - window_start;  // datagrams overtaken by this one: UDP does not resend them
-        window_start = seq + 1;
-        if (interval.counting()) {
-          row.latency_ns->Record(OneWayNs(clock.TicksToNs(now - t1), turnaround_ns));
-          ++measured;
-        }
+        const std::uint8_t* datagram = landing.data() + static_cast<std::size_t>(i) * size_;
+        measured += window.Returned(datagram, now, interval.counting(), *row.latency_ns);
       }
-      if (n > 0) last_arrival = now;
-      if (now - last_arrival >= loss_ticks && window_start < next_seq) {
-        lost += next_seq - window_start;  // nothing came back for a while: the kernel dropped them
-        window_start = next_seq;
-        last_arrival = now;
-      }
+      window.GiveUpIfSilent(now);  // the kernel dropped what is still out
       interval.Update(now, measured, clock, row);
       if (now >= deadline) Fail("--timeout ", o_.timeout_s, " s passed with ", measured, " datagrams forwarded back");
       if (g_abort.load(std::memory_order_relaxed)) Fail("aborted");
     }
     row.extra["stack"] = "udp";
     row.extra["io_batch"] = batch_;
-    row.extra["lost_packets"] = lost;
-    row.extra["late_packets"] = late;
+    window.Report(row);
     return row;
   }
 
@@ -431,9 +393,10 @@ class TcpRun {
 
 }  // namespace
 
+// Also --stack raw's (raw_packet.cc): the same datagrams as udp, as frames of a raw-packet QP.
 void CheckSockets(Options& options) {
   if (options.mode != "lat" && options.mode != "tput") {
-    Fail("--stack ", options.stack, " applies to lat and tput (the kernel-socket stand-ins), not ", options.mode);
+    Fail("--stack ", options.stack, " applies to lat and tput (the Ethernet and socket stand-ins), not ", options.mode);
   }
   if (options.peers != 1 || options.threads != 1 || options.qp != 1 || options.post_list != 1 || options.sge != 1 ||
       options.header_only || options.inline_size != 0 || options.direction != "inbound" || options.validate) {
@@ -443,12 +406,12 @@ void CheckSockets(Options& options) {
   if (options.all || options.sizes.size() > 1) Fail("--stack ", options.stack, " takes one --size per run");
   DefaultSizes(options, 64);
   const std::uint32_t size = options.sizes[0];
-  if (options.stack == "udp") {
+  if (options.stack == "udp" || options.stack == "raw") {
     if (!options.verb.empty() && options.verb != "send") {
-      Fail("--verb ", options.verb, " with --stack udp: datagrams are sends (send, or leave --verb out)");
+      Fail("--verb ", options.verb, " with --stack ", options.stack, ": datagrams are sends (send, or leave --verb out)");
     }
     if (size < kStampHeaderBytes || size > kUdpMaxPayloadBytes) {
-      Fail("--size ", size, " with --stack udp: a datagram carries a ", kStampHeaderBytes, "-byte timestamp header and at most ",
+      Fail("--size ", size, " with --stack ", options.stack, ": a datagram carries a ", kStampHeaderBytes, "-byte timestamp header and at most ",
            kUdpMaxPayloadBytes, " bytes, so ", kStampHeaderBytes, "..", kUdpMaxPayloadBytes);
     }
     if (options.io_batch < 1 || options.io_batch > kMaxIoBatch) {
@@ -458,7 +421,7 @@ void CheckSockets(Options& options) {
     if (options.verb != "write" && options.verb != "read" && !options.verb.empty()) {
       Fail("--verb ", options.verb, " with --stack tcp: write (size-byte requests) or read (size-byte responses)");
     }
-    if (options.io_batch != 1) Fail("--io-batch ", options.io_batch, " applies to --stack udp only");
+    if (options.io_batch != 1) Fail("--io-batch ", options.io_batch, " applies to --stack udp and raw only");
     if (size == 0) Fail("--size 0 with --stack tcp: a request moves at least one byte");
   }
 }

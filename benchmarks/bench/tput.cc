@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "benchmarks/bench/common.h"
+#include "benchmarks/bench/key_addresses.h"
 #include "benchmarks/bench/modeled_pcie.h"
 #include "benchmarks/bench/modes.h"
 #include "benchmarks/bench/tput_plan.h"
@@ -49,6 +50,9 @@ using nlohmann::json;
 
 constexpr std::uint64_t kSeqMask = (std::uint64_t{1} << 48) - 1;
 constexpr std::uint32_t kMinRecvDepth = 512;
+// Keyed READs: each thread records the slots of its first READs of a payload size, for the
+// row's key_reads summary (a store into a buffer sized at setup, never a growth).
+constexpr std::size_t kSampledKeyReads = std::size_t{1} << 16;
 
 struct SendQueue {
   ibv_qp* qp = nullptr;
@@ -85,6 +89,9 @@ struct ActiveThread {
   std::vector<Target> targets;
   Region local;
   std::vector<std::uint64_t> cas_guess;
+  KeyAddresses key_addresses{KeySpace{}};
+  std::vector<std::uint64_t> sampled_slots;
+  std::size_t sampled = 0;
   // results of the current size
   std::uint64_t ops = 0;
   double duration_s = 0;
@@ -160,6 +167,11 @@ void TputRun::Setup() {
       FillPattern(exposed_.data() + std::uint64_t{tag} * plan_.slot_bytes, plan_.slot_bytes, tag);
     }
   }
+  if (plan_.keyed && plan_.passive) {
+    // Every page written once, so that READs find memory of their own, not the kernel's
+    // shared zero page (which any cache would hold whatever the placement).
+    std::memset(exposed_.data(), 0xA5, plan_.exposed_bytes);
+  }
   session_.Put("region", exposed_.Describe());
 
   QpCaps caps;
@@ -231,6 +243,13 @@ void TputRun::Setup() {
       thread.local = MakeRegionOnNode(session_, std::max<std::uint64_t>(local_slots * plan_.local_stride, kPageBytes),
                                       o.use_hugepages, SourceBufferNode(session_));
       if (plan_.kind == VerbKind::kCas) thread.cas_guess.assign(static_cast<std::size_t>(o.counters), 0);
+    }
+    if (plan_.keyed) {
+      const KeyAddresses keys({plan_.keys, o.distribution == "zipf", o.zipf_theta, o.placement == "clustered", o.seed});
+      for (std::size_t t = 0; t < active_.size(); ++t) {
+        active_[t].key_addresses = keys.Stream(std::uint64_t{SourceIndex(session_)} * active_.size() + t);
+        active_[t].sampled_slots.assign(kSampledKeyReads, 0);
+      }
     }
   }
   session_.Put("endpoints", endpoints);
@@ -403,8 +422,16 @@ void TputRun::PostBatch(ActiveThread& thread, Target& target, SendQueue& queue, 
     }
     switch (plan_.kind) {
       case VerbKind::kWrite:
-      case VerbKind::kRead:
         wr.wr.rdma.remote_addr = remote_base + std::uint64_t{slot} * plan_.slot_bytes;
+        break;
+      case VerbKind::kRead:
+        if (plan_.keyed) {
+          const std::uint64_t key_slot = thread.key_addresses.NextSlot();
+          if (thread.sampled < kSampledKeyReads) thread.sampled_slots[thread.sampled++] = key_slot;
+          wr.wr.rdma.remote_addr = target.remote.address + key_slot * size;
+        } else {
+          wr.wr.rdma.remote_addr = remote_base + std::uint64_t{slot} * plan_.slot_bytes;
+        }
         break;
       case VerbKind::kSend:
         wr.imm_data = tag_base + slot;
@@ -493,6 +520,7 @@ void TputRun::RunActive(ActiveThread& thread, int index, std::uint32_t size) {
   std::uint64_t rng = o.seed * 0x9E3779B97F4A7C15ull + static_cast<std::uint64_t>(index) + 1;
   // CAS slots carry (result, counter, compare): each CAS needs its own slot until it completes.
   thread.latency.Clear();
+  thread.sampled = 0;
   for (auto& queue : thread.queues) {
     queue.next_slot = 0;
     queue.posted_before_size = queue.posted;
@@ -659,6 +687,13 @@ ResultRow TputRun::Measure(std::size_t size_index, std::uint32_t size) {
               thread.queues[q].posted - thread.queues[q].posted_before_size;
         }
       }
+    }
+    if (plan_.keyed) {
+      std::vector<std::uint64_t> sampled;
+      for (const auto& thread : active_) {
+        sampled.insert(sampled.end(), thread.sampled_slots.begin(), thread.sampled_slots.begin() + thread.sampled);
+      }
+      row.extra["key_reads"] = SummarizeKeyReads(active_.front().key_addresses, sampled, size);
     }
     mine = {{"ops", row.ops}, {"duration_s", row.duration_s}, {"per_peer_ops", per_peer_ops},
             {"lane_posts", lane_posts}, {"posted_total", posted}, {"posted_size", posted_size},

@@ -31,6 +31,19 @@ void CheckThroughputOptions(Options& o) {
     Fail("--numa, --page-offset and --buffers place tput's source buffers (nosql Fig. 9-11): they do not combine with "
          "--validate (reused buffers hold no per-message pattern), atomics or --direction alltoall");
   }
+  // A sweep over the distribution shares one --zipf-theta, which uniform points do not use.
+  if (o.distribution == "none") {
+    if (o.placement != "clustered" || o.keys != 0 || o.zipf_theta != 0.99) {
+      Fail("--placement, --keys and --zipf-theta describe keyed READs: they need --distribution uniform|zipf");
+    }
+  } else {
+    if (kind != VerbKind::kRead || o.direction == "alltoall") {
+      Fail("--distribution ", o.distribution, " with --verb ", o.verb, " --direction ", o.direction,
+           ": keyed addresses are for READs (nosql Fig. 14), inbound or outbound; use --verb read");
+    }
+    if (o.validate) Fail("--distribution ", o.distribution, " does not combine with --validate: slots of the "
+                         "window hold values of changing keys, no per-slot pattern");
+  }
   if (o.connection == "UD" && kind != VerbKind::kSend) {
     Fail("--verb ", o.verb, " over UD is impossible: UD carries only SEND (use --verb send, or -c RC/UC)");
   }
@@ -111,6 +124,11 @@ TputPlan MakeTputPlan(const Session& session) {
   }
   plan.exposed_slots = plan.passive ? plan.sources * plan.lanes * plan.slots_per_lane : 0;
   plan.exposed_bytes = std::max<std::uint64_t>(4096, std::uint64_t{plan.exposed_slots} * plan.slot_bytes);
+  plan.keyed = o.distribution != "none";
+  if (plan.keyed) {
+    plan.keys = o.keys != 0 ? o.keys : kDefaultKeys;
+    if (plan.passive) plan.exposed_bytes = std::max<std::uint64_t>(4096, plan.keys * max_size);
+  }
   if (IsAtomicKind(plan.kind)) {
     plan.exposed_bytes = std::max<std::uint64_t>(plan.exposed_bytes,
                                                  std::uint64_t(o.counters) * std::uint64_t(o.counter_stride));

@@ -18,6 +18,8 @@ inline bool IsAtomicKind(VerbKind kind) { return kind == VerbKind::kCas || kind 
 
 constexpr int kMaxPostList = 64;
 constexpr int kMaxSges = 32;
+// 4 Mi values: 2-B values span 8 MiB (an LLC holds them), 64-B values 256 MiB (8x a 32 MiB LLC).
+constexpr std::uint64_t kDefaultKeys = std::uint64_t{1} << 22;
 constexpr std::uint64_t kLaneBytes = std::uint64_t{1} << 20;  // exposed memory per (source, lane)
 
 struct TputPlan {
@@ -38,6 +40,10 @@ struct TputPlan {
   std::uint32_t max_inline_bytes = 0;  // the QPs' inline capacity
   std::uint8_t max_rd_atomic = 1;
   bool send_with_imm = false;
+  // --distribution: READs go to key-chosen values of an array of `keys` values, packed at
+  // the payload size (the passive side exposes keys x the largest payload).
+  bool keyed = false;
+  std::uint64_t keys = 0;
 
   std::uint32_t Tag(std::uint32_t source, std::uint32_t lane, std::uint32_t slot) const {
     return (source * lanes + lane) * slots_per_lane + slot;

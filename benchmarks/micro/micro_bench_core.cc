@@ -1,6 +1,6 @@
 // CPU costs inside rdmalab-bench's measurement loops that are not the provider's: a latency
-// sample (TSC read + histogram record) must stay a few ns so that recording every op does
-// not change what is measured.
+// sample (TSC read + histogram record) and a keyed READ's address (tput --distribution) must
+// stay a few ns so that doing them for every op does not change what is measured.
 #include <benchmark/benchmark.h>
 
 #include <cstdint>
@@ -8,6 +8,7 @@
 #include <random>
 #include <vector>
 
+#include "benchmarks/bench/key_addresses.h"
 #include "rdma/clock.h"
 #include "rdma/histogram.h"
 
@@ -47,6 +48,16 @@ void BM_LatencySample(benchmark::State& state) {
   benchmark::DoNotOptimize(histogram->Count());
 }
 BENCHMARK(BM_LatencySample);
+
+// tput --distribution's post path: the slot of the next keyed READ over the default 4 Mi keys.
+// Args: Zipf (0: uniform), clustered (0: unclustered).
+void BM_KeyedReadSlot(benchmark::State& state) {
+  const bool zipf = state.range(0) != 0, clustered = state.range(1) != 0;
+  auto addresses = rdmalab::bench::KeyAddresses({std::uint64_t{1} << 22, zipf, 0.99, clustered, 1}).Stream(0);
+  for (auto _ : state) benchmark::DoNotOptimize(addresses.NextSlot());
+  state.SetItemsProcessed(static_cast<std::int64_t>(state.iterations()));
+}
+BENCHMARK(BM_KeyedReadSlot)->ArgNames({"zipf", "clustered"})->Args({0, 1})->Args({0, 0})->Args({1, 1})->Args({1, 0});
 
 }  // namespace
 

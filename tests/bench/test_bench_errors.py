@@ -57,9 +57,22 @@ def single_error(role: benchrun.Role) -> str:
     (["tput", "--direction", "alltoall"], ["all-to-all runs need the coordinator"]),
     (["lat", "--stack", "udp", "-s", "8"], ["--size 8 with --stack udp", "24..65507"]),
     (["echo", "--stack", "tcp"], ["--stack tcp applies to lat and tput"]),
-    (["lat", "--io-batch", "4"], ["--io-batch 4 applies to --stack udp only"]),
+    (["lat", "--io-batch", "4"], ["--io-batch 4 applies to --stack udp and raw only"]),
+    (["lat", "--stack", "raw", "-s", "8"], ["--size 8 with --stack raw", "24..65507"]),
+    (["tput", "--stack", "raw", "--verb", "read"], ["--verb read with --stack raw", "datagrams are sends"]),
     (["tput", "--stack", "udp", "--sge", "2"], ["--stack udp runs one client and one server over one socket"]),
     (["tput", "--buffers", "2", "--validate"], ["--numa, --page-offset and --buffers place", "--validate"]),
+    (["tput", "--verb", "write", "--distribution", "zipf"], ["--distribution zipf with --verb write",
+                                                             "keyed addresses are for READs", "use --verb read"]),
+    (["tput", "--verb", "read", "--distribution", "gauss"], ["bad value 'gauss'", "none, uniform, zipf"]),
+    (["tput", "--verb", "read", "--placement", "unclustered"], ["--placement, --keys and --zipf-theta",
+                                                                "need --distribution uniform|zipf"]),
+    (["tput", "--verb", "read", "--distribution", "zipf", "--zipf-theta", "1.5"], ["zipf_theta", "1.5"]),
+    (["tput", "--verb", "read", "--zipf-theta", "0.5"], ["--placement, --keys and --zipf-theta"]),
+    (["tput", "--verb", "read", "--distribution", "zipf", "--keys", str(2**29)], ["keys", str(2**29), "268435456"]),
+    (["tput", "--verb", "read", "--distribution", "zipf", "--validate"], ["does not combine with --validate"]),
+    (["lat", "--verb", "read", "--distribution", "uniform"], ["--distribution uniform applies to mode tput",
+                                                              "not mode lat"]),
 ])
 def test_bad_input(args: list[str], expected: list[str]) -> None:
     start = time.monotonic()
@@ -96,6 +109,29 @@ def test_host_limits_are_unsupported(args: list[str], expected: list[str]) -> No
     for fragment in expected:
         assert fragment in client.unsupported_lines[0], client.stderr
     assert "client/0 failed: unsupported: " in single_error(run.server)
+    assert run.elapsed_s < 10
+
+
+@pytest.mark.parametrize("link,expected", [
+    ("roce", ["softnic1 refused an IBV_QPT_RAW_PACKET QP (ibv_create_qp: Operation not supported, errno 95)",
+              "its provider has no raw-packet QPs"]),
+    ("ib", ["--stack raw: softnic1 port 1 is InfiniBand", "raw-packet QPs carry Ethernet frames"]),
+])
+@pytest.mark.parametrize("mode", ["lat", "tput"])
+def test_raw_packet_stack_is_unsupported_where_the_provider_refuses(mode: str, link: str,
+                                                                    expected: list[str]) -> None:
+    """--stack raw on softnic: both sides exit kExitUnsupported with the provider's reason, never
+    an error; a NIC with raw-packet QPs would run it instead (untested here: no such NIC)."""
+    run = benchrun.standalone(mode, ["--stack", "raw", "-s", "64", "--io-batch", "8", "-n", "100"], link=link,
+                              timeout_s=30, bench_timeout_s=20)
+    client = run.clients[0]
+    assert client.returncode == kExitUnsupported, client.stderr
+    assert client.error_lines == [] and len(client.unsupported_lines) == 1, client.stderr
+    for fragment in expected:
+        assert fragment in client.unsupported_lines[0], client.stderr
+    # Both sides meet before asking their providers, so each reports its own refusal.
+    assert run.server.returncode == kExitUnsupported, run.server.stderr
+    assert expected[0].replace("softnic1", "softnic0") in run.server.unsupported_lines[0], run.server.stderr
     assert run.elapsed_s < 10
 
 

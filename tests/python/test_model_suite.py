@@ -74,8 +74,8 @@ def test_published_formula_values_come_out_of_the_model(tmp_path):
 
 
 def test_a_model_only_experiment_on_softnic_is_a_one_line_error_and_suites_skip_it(tmp_path):
-    r = run_all("nosql-fig14-distribution", "--backend", "softnic", "--out", tmp_path / "res", "--dry-run", check=2)
-    assert "experiment nosql-fig14-distribution does not run on backend softnic; its backends: model" in r.stderr
+    r = run_all("guide16-fig2b", "--backend", "softnic", "--out", tmp_path / "res", "--dry-run", check=2)
+    assert "experiment guide16-fig2b does not run on backend softnic; its backends: model" in r.stderr
     bin_dir = tmp_path / "bin"  # a dry run only needs the programs to exist
     bin_dir.mkdir()
     for name in ("softnic", "rdmalab-bench", "rdmalab-kv"):
@@ -85,5 +85,5 @@ def test_a_model_only_experiment_on_softnic_is_a_one_line_error_and_suites_skip_
         r = run_all(suite, "--dry-run", "--bin-dir", bin_dir, "--out", tmp_path / "res", check=0)
         if suite != "smoke":  # smoke lists verb-level experiments only
             assert "skipped on backend softnic (not among their backends): " in r.stderr, suite
-            assert "nosql-fig14-distribution (model)" in r.stderr, suite
+            assert "guide16-fig2b (model)" in r.stderr, suite
         assert "guide16-fig8-spec-latency" in r.stderr or suite == "smoke", suite

@@ -22,6 +22,30 @@ def stored(out, exp_id, key):
 
 
 @pytest.mark.skipif(not kBench.exists(), reason="rdmalab-bench not built")
+def test_raw_packet_stack_where_the_provider_refuses_is_unsupported_with_its_reason(tmp_path, exp_dir):
+    """--stack raw on softnic (RoCE link): the provider refuses raw-packet QPs; the point is
+    stored as unsupported with that reason beside the UDP point that runs."""
+    exp = write_experiment(exp_dir, "raw", """
+        title: UDP datagrams through the kernel and through a raw-packet QP
+        mode: tput
+        link: roce
+        roles: {server: {}, client: {}}
+        params: {size: 256, io_batch: 8, tx_depth: 16, iters: 2000}
+        sweep: {grid: {stack: [udp, raw]}}
+        timeout_s: 20
+        plot: {kind: bar, x: stack, y: mops, role: client}
+        """, binary=kBench)
+    out = tmp_path / "res"
+    run_all(exp, "--out", out, check=0)
+    points = stored(out, "raw", "stack")
+    assert points["udp"]["status"] == "ok", points["udp"]["error"]
+    raw = points["raw"]
+    assert raw["status"] == "unsupported" and raw["error"] is None and raw["headline"] is None
+    assert "refused an IBV_QPT_RAW_PACKET QP (ibv_create_qp: Operation not supported" in raw["unsupported"]
+    assert all(role["exit_code"] == 3 for role in raw["roles"]), [role["exit_code"] for role in raw["roles"]]
+
+
+@pytest.mark.skipif(not kBench.exists(), reason="rdmalab-bench not built")
 @pytest.mark.skipif(kNumaNodes != 1, reason=f"this host has {kNumaNodes} NUMA nodes; far memory is supported")
 def test_far_numa_on_a_one_node_host_is_unsupported_not_failed(tmp_path, exp_dir):
     exp = write_experiment(exp_dir, "numa", """
