@@ -34,7 +34,7 @@ from .yamlloc import ConfigError
 kDeadlineSlackMaxS = 5.0     # the binary's own --timeout fires first; the harness's deadline backs it up
 kDeadlineSlackMinS = 1.0     # ... by half the timeout, within these bounds (process start and teardown)
 kPollS = 0.02
-kExitSettleS = 0.3           # after a failure, time for the failing role's own exit code to land
+kExitSettleS = 2.0           # after a failure: time for the failing role's exit code to land and the others to exit
 kExitUnsupported = 3         # rdma/program.h: a valid point this host or provider cannot run
 kUnsupportedMarker = ": unsupported: "   # its stderr line: "rdmalab-bench: unsupported: REASON"
 kTailBytes = 4000
@@ -312,10 +312,10 @@ class PointRunner:
             if rv.failed.is_set() or any(c not in (None, 0) for c in codes):
                 # The rendezvous, or a peer it told, usually hears of a failure before the failing
                 # role's own exit status lands; that status names the cause and tells an
-                # unsupported point from a failed one.
+                # unsupported point from a failed one. The other roles are told too and get the
+                # same time to exit on their own, saying why, before they are stopped.
                 settle = time.monotonic() + kExitSettleS
-                while (time.monotonic() < settle and kExitUnsupported not in codes
-                       and any(c is None for c in codes)):
+                while time.monotonic() < settle and any(c is None for c in codes):
                     time.sleep(kPollS)
                     codes = [p.proc.poll() for p in placed]  # type: ignore[union-attr]
                 return self._outcome(placed, codes, rv)
