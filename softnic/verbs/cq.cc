@@ -109,27 +109,31 @@ int PollCqOp(ibv_cq* ibcq, int entries, ibv_wc* wc) {
   Runtime* runtime = Runtime::Get();
   if (runtime->stalled_count.load(std::memory_order_relaxed) != 0) runtime->ProgressStalled();
   int polled = 0;
-  // Up to kCqesPerClaim entries are taken with one claim of the ring: a consumer that is
-  // behind pays one atomic per batch, not one per completion.
-  Cqe batch[kCqesPerClaim];
-  if (entries == 1 && PopCqe(cq, &batch[0])) {
-    ToWc(batch[0], wc);
-    Retire(runtime, cq, batch[0]);
-    return 1;
-  }
-  while (polled < entries && entries > 1) {
-    uint32_t wanted = uint32_t(std::min<int>(entries - polled, int(kCqesPerClaim)));
-    uint64_t dequeued;
-    uint32_t taken = cq->ring.TryPopMany(wanted, &dequeued, [&](uint32_t i, const void* payload) {
-      std::memcpy(&batch[i], payload, sizeof(Cqe));
-    });
-    bool purging = cq->purge_count.load(std::memory_order_relaxed) != 0;
-    for (uint32_t i = 0; i < taken; ++i) {
-      if (__builtin_expect(purging, 0) && Purged(cq, batch[i], dequeued - taken + i + 1)) continue;
-      ToWc(batch[i], &wc[polled++]);
-      Retire(runtime, cq, batch[i]);
+  if (entries == 1) {  // the latency case keeps the single pop's shorter path
+    Cqe cqe;
+    if (PopCqe(cq, &cqe)) {
+      ToWc(cqe, wc);
+      Retire(runtime, cq, cqe);
+      return 1;
     }
-    if (taken < wanted) break;
+  } else {
+    // Up to kCqesPerClaim entries are taken with one claim of the ring: a consumer that is
+    // behind pays one atomic per batch, not one per completion.
+    Cqe batch[kCqesPerClaim];
+    while (polled < entries) {
+      uint32_t wanted = uint32_t(std::min<int>(entries - polled, int(kCqesPerClaim)));
+      uint64_t dequeued;
+      uint32_t taken = cq->ring.TryPopMany(wanted, &dequeued, [&](uint32_t i, const void* payload) {
+        std::memcpy(&batch[i], payload, sizeof(Cqe));
+      });
+      bool purging = cq->purge_count.load(std::memory_order_relaxed) != 0;
+      for (uint32_t i = 0; i < taken; ++i) {
+        if (__builtin_expect(purging, 0) && Purged(cq, batch[i], dequeued - taken + i + 1)) continue;
+        ToWc(batch[i], &wc[polled++]);
+        Retire(runtime, cq, batch[i]);
+      }
+      if (taken < wanted) break;
+    }
   }
   if (polled == 0 && cq->ring.header()->overrun.load(std::memory_order_relaxed) != 0) {
     ReportOverrun(cq);
