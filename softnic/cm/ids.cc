@@ -286,6 +286,23 @@ void OnMessage(Id* id, const Message& m) {
   }
 }
 
+// Publishes the listening socket bound at `staging` under `path`: a hard link, which
+// never replaces a live listener's name. A name left by a dead process (it refuses
+// connections) is taken over.
+bool PublishListener(const std::string& staging, const std::string& path, const sockaddr_un& address) {
+  for (int attempt = 0; attempt < 2; ++attempt) {
+    if (link(staging.c_str(), path.c_str()) == 0) return true;
+    if (errno != EEXIST) return false;
+    const int probe = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+    const bool stale = probe >= 0 && connect(probe, reinterpret_cast<const sockaddr*>(&address), sizeof(address)) != 0 &&
+                       errno == ECONNREFUSED;
+    if (probe >= 0) close(probe);
+    if (!stale || unlink(path.c_str()) != 0) break;
+  }
+  errno = EADDRINUSE;
+  return false;
+}
+
 }  // namespace
 
 void HandleReadable(Id* id) {
@@ -412,26 +429,23 @@ int rdma_listen(rdma_cm_id* cm_id, int) {
   if (id->state != State::kBound) return Fail(EINVAL);
   const sockaddr_in& src = cm_id->route.addr.src_sin;
   const std::string path = ListenerPath(src.sin_port, src.sin_addr.s_addr);
-  sockaddr_un address;
-  if (!FillUnixAddress(path, &address)) return Fail(ENAMETOOLONG);
+  // Bound and listening under a name of its own first, then published: whoever finds the
+  // listener's name (a peer, or a script waiting for the server) finds it accepting, never
+  // a socket bound but not yet listening, whose connect is refused (REJECTED).
+  static std::atomic<uint32_t> staged{0};
+  char suffix[32];
+  std::snprintf(suffix, sizeof(suffix), ".%x.%x", unsigned(getpid()), staged.fetch_add(1));
+  const std::string staging = path + suffix;
+  sockaddr_un address, staging_address;
+  if (!FillUnixAddress(path, &address) || !FillUnixAddress(staging, &staging_address)) return Fail(ENAMETOOLONG);
   const int fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
   if (fd < 0) return -1;
-  if (bind(fd, reinterpret_cast<sockaddr*>(&address), sizeof(address)) != 0) {
-    // A listener left by a dead process refuses connections: take its name over.
-    const int probe = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
-    const bool stale = errno == EADDRINUSE &&
-                       connect(probe, reinterpret_cast<sockaddr*>(&address), sizeof(address)) != 0 &&
-                       errno == ECONNREFUSED;
-    close(probe);
-    if (!stale || unlink(path.c_str()) != 0 || bind(fd, reinterpret_cast<sockaddr*>(&address), sizeof(address)) != 0) {
-      close(fd);
-      return Fail(EADDRINUSE);
-    }
-  }
-  if (listen(fd, 128) != 0) {
-    const int saved = errno;
+  bool published = bind(fd, reinterpret_cast<sockaddr*>(&staging_address), sizeof(staging_address)) == 0 &&
+                   listen(fd, 128) == 0 && PublishListener(staging, path, address);
+  const int saved = errno;
+  unlink(staging.c_str());
+  if (!published) {
     close(fd);
-    unlink(path.c_str());
     return Fail(saved);
   }
   id->socket = fd;
