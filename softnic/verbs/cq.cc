@@ -249,7 +249,7 @@ void EraseFrom(std::vector<T*>& list, T* item) {
 
 }  // namespace
 
-bool FinishPushCqe(bool pushed, Ring& ring, const Cqe& cqe, CounterBlock& counters, bool solicited) {
+bool FinishPushCqe(bool pushed, Ring& ring, bool failed, CounterBlock& counters, bool solicited) {
   RingHeader* header = ring.header();
   if (!pushed) {
     Count(counters, kCqOverruns);
@@ -263,7 +263,7 @@ bool FinishPushCqe(bool pushed, Ring& ring, const Cqe& cqe, CounterBlock& counte
     // Pairs with ReqNotifyCqOp's fence (store-load order: our entry, then their arm).
     std::atomic_thread_fence(std::memory_order_seq_cst);
     uint32_t armed = header->armed.load(std::memory_order_relaxed);
-    if (armed == kArmedAny || (armed == kArmedSolicited && (solicited || cqe.status != IBV_WC_SUCCESS))) {
+    if (armed == kArmedAny || (armed == kArmedSolicited && (solicited || failed))) {
       NotifyArmedCq(header);
     }
   }

@@ -422,11 +422,33 @@ void Warn(const char* format, ...) __attribute__((format(printf, 1, 2)));
 
 // Completion-queue operations shared by the data path (cq.cc, recv.cc). PushCqe is inline:
 // the send fast path pushes one per signaled WR; overruns and armed CQs are the cold rest.
-bool FinishPushCqe(bool pushed, Ring& ring, const Cqe& cqe, CounterBlock& counters, bool solicited);
-inline bool PushCqe(Ring& ring, const Cqe& cqe, CounterBlock& counters, bool solicited) {
-  bool pushed = ring.TryPush([&](void* payload) { std::memcpy(payload, &cqe, sizeof(cqe)); });
+bool FinishPushCqe(bool pushed, Ring& ring, bool failed, CounterBlock& counters, bool solicited);
+
+// Writes `cqe` into a ring slot as seven 8-byte stores. The slot is a line the consumer
+// polls, so each store waits in the store buffer for that line to come over; composed in
+// registers, a CQE takes 7 entries there (built on the stack and copied: 14 field stores,
+// then the copy), which leaves room for the rest of the post while the line is on its way.
+[[gnu::always_inline]] inline void StoreCqe(void* slot, const Cqe& cqe) {
+  static_assert(sizeof(Cqe) == 7 * sizeof(uint64_t) && offsetof(Cqe, slid) == 40 && offsetof(Cqe, vendor_err) == 44 &&
+                __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__);
+  // Relaxed atomic stores (plain moves on x86), so that the compiler cannot merge them into
+  // a copy through the stack; slots are 8-byte aligned (ring.h).
+  auto* words = static_cast<uint64_t*>(slot);
+  __atomic_store_n(&words[0], cqe.wr_id, __ATOMIC_RELAXED);
+  __atomic_store_n(&words[1], cqe.status | uint64_t{cqe.opcode} << 32, __ATOMIC_RELAXED);
+  __atomic_store_n(&words[2], cqe.byte_len | uint64_t{cqe.imm_data} << 32, __ATOMIC_RELAXED);
+  __atomic_store_n(&words[3], cqe.qp_num | uint64_t{cqe.src_qp} << 32, __ATOMIC_RELAXED);
+  __atomic_store_n(&words[4], cqe.wc_flags | uint64_t{cqe.sq_retire} << 32, __ATOMIC_RELAXED);
+  __atomic_store_n(&words[5],
+                   cqe.slid | uint64_t{cqe.sl} << 16 | uint64_t{cqe.is_send} << 24 | uint64_t{cqe.vendor_err} << 32,
+                   __ATOMIC_RELAXED);
+  __atomic_store_n(&words[6], cqe.recv_dequeued, __ATOMIC_RELAXED);
+}
+
+[[gnu::always_inline]] inline bool PushCqe(Ring& ring, const Cqe& cqe, CounterBlock& counters, bool solicited) {
+  bool pushed = ring.TryPush([&](void* payload) __attribute__((always_inline)) { StoreCqe(payload, cqe); });
   if (__builtin_expect(pushed && ring.header()->channel_id == 0, 1)) return true;
-  return FinishPushCqe(pushed, ring, cqe, counters, solicited);
+  return FinishPushCqe(pushed, ring, cqe.status != IBV_WC_SUCCESS, counters, solicited);
 }
 void FlushRecvQueue(SoftQp* qp);  // a QP entering ERR: flush completions for its RECVs
 // A QP entering RESET: its completions still in its CQs are never polled (as libmlx5's
