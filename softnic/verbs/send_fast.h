@@ -160,7 +160,7 @@ inline bool ReceiverSeesGrh(const FabricHeader& fabric, const SoftAh* ah) {
 }
 
 // The responder's CQE of a message from `qp` that consumed RECV `recv_wr_id` of QP
-// `destination_qpn`, before its status, length and GRH flag are known.
+// `destination_qpn`: a success, before its length and GRH flag are known.
 inline Cqe ReceiveCompletion(const FabricHeader& fabric, const SoftQp* qp, uint32_t destination_qpn,
                              uint64_t recv_wr_id, ibv_wr_opcode opcode, uint32_t imm_data) {
   bool with_imm = opcode == IBV_WR_SEND_WITH_IMM || opcode == IBV_WR_RDMA_WRITE_WITH_IMM;
@@ -254,7 +254,6 @@ struct UdAddress {
   bool with_imm = opcode == IBV_WR_SEND_WITH_IMM;
   Cqe cqe = ReceiveCompletion(fabric, qp, peer->qpn, recv_wr_id, opcode, imm_data);
   cqe.recv_dequeued = recv_dequeued;
-  cqe.status = IBV_WC_SUCCESS;
   cqe.byte_len = static_cast<uint32_t>(needed);
   if (ud && ReceiverSeesGrh(fabric, address.ah)) cqe.wc_flags |= IBV_WC_GRH;
   CounterBlock& counters = at.lane[qp->device_index];
