@@ -73,21 +73,14 @@ uint8_t* TranslateIntoCache(Runtime* runtime, uint32_t device, uint32_t key, uin
 [[gnu::always_inline]] inline void PushSendCompletion(SoftQp* qp, uint64_t wr_id, ibv_wc_opcode opcode,
                                                       ibv_wc_status status, uint32_t bytes, uint32_t slot,
                                                       CounterBlock& counters) {
-  Cqe cqe;  // every field set below: `Cqe cqe{}` compiles to a rep stos, slow to start
+  Cqe cqe{};
   cqe.wr_id = wr_id;
   cqe.status = status;
   cqe.opcode = opcode;
   cqe.byte_len = bytes;
-  cqe.imm_data = 0;
   cqe.qp_num = qp->ex.qp_base.qp_num;
-  cqe.src_qp = 0;
-  cqe.wc_flags = 0;
   cqe.sq_retire = slot;
-  cqe.slid = 0;
-  cqe.sl = 0;
   cqe.is_send = 1;
-  cqe.vendor_err = 0;
-  cqe.recv_dequeued = 0;
   PushCqe(qp->send_cq->ring, cqe, counters, false);
 }
 
@@ -163,22 +156,17 @@ inline bool ReceiverSeesGrh(const FabricHeader& fabric, const SoftAh* ah) {
 // `destination_qpn`: a success, before its length and GRH flag are known.
 inline Cqe ReceiveCompletion(const FabricHeader& fabric, const SoftQp* qp, uint32_t destination_qpn,
                              uint64_t recv_wr_id, ibv_wr_opcode opcode, uint32_t imm_data) {
-  bool with_imm = opcode == IBV_WR_SEND_WITH_IMM || opcode == IBV_WR_RDMA_WRITE_WITH_IMM;
-  Cqe cqe;  // every field set, as in PushSendCompletion
+  Cqe cqe{};
   cqe.wr_id = recv_wr_id;
   cqe.status = IBV_WC_SUCCESS;
-  cqe.opcode = opcode == IBV_WR_RDMA_WRITE_WITH_IMM ? IBV_WC_RECV_RDMA_WITH_IMM : IBV_WC_RECV;
-  cqe.byte_len = 0;
-  cqe.imm_data = with_imm ? imm_data : 0;
   cqe.qp_num = destination_qpn;
   cqe.src_qp = qp->ex.qp_base.qp_num;
-  cqe.wc_flags = with_imm ? uint32_t{IBV_WC_WITH_IMM} : 0;
-  cqe.sq_retire = 0;
   cqe.slid = fabric.link_layer == LinkLayer::kInfiniBand ? fabric.devices[qp->device_index].lid : 0;
-  cqe.sl = 0;
-  cqe.is_send = 0;
-  cqe.vendor_err = 0;
-  cqe.recv_dequeued = 0;
+  cqe.opcode = opcode == IBV_WR_RDMA_WRITE_WITH_IMM ? IBV_WC_RECV_RDMA_WITH_IMM : IBV_WC_RECV;
+  if (opcode == IBV_WR_SEND_WITH_IMM || opcode == IBV_WR_RDMA_WRITE_WITH_IMM) {
+    cqe.imm_data = imm_data;
+    cqe.wc_flags = IBV_WC_WITH_IMM;
+  }
   return cqe;
 }
 
