@@ -61,7 +61,11 @@ struct SendQueue {
   std::uint32_t next_slot = 0;     // posted % slots_per_lane, without a division
   std::uint32_t until_signal = 0;  // WRs left before the next signaled one
   std::uint64_t posted_before_size = 0;  // posted when the current payload size began
-  std::vector<std::uint64_t> signaled_post_tsc;  // ring indexed by signal number
+  // When each signaled WR was posted, a ring indexed by the WR's count among signaled ones:
+  // one completion per signaled WR, in order, so the poller's count finds the same entry.
+  std::vector<std::uint64_t> signaled_post_tsc;
+  std::uint64_t signals_posted = 0;
+  std::uint64_t signals_completed = 0;
 };
 
 struct Target {
@@ -76,12 +80,24 @@ struct Target {
   std::uint64_t measured_posts = 0;
 };
 
+// What every batch of one (target, payload size, post list) shares, worked out once by
+// PrepareBatch. PostBatch copies it into locals: its stores into the WRs could alias the
+// thread's fields, and would make the compiler reload them for every WR.
+struct PreparedBatch {
+  const Target* target = nullptr;
+  std::uint32_t size = 0;
+  int count = 0;
+  int sge_count = 0;
+  unsigned inline_flag = 0;
+  std::uint8_t* local_lane = nullptr;  // the target's slot 0 among our source buffers
+  std::uint64_t remote_base = 0;       // the target's slot 0 in the peer's region
+  std::uint32_t tag_base = 0;          // the target's slot 0's tag (SEND immediates)
+};
+
 struct ActiveThread {
   std::array<ibv_send_wr, kMaxPostList> wrs{};
   std::array<ibv_sge, kMaxPostList * kMaxSges> sges{};
-  const Target* prepared_target = nullptr;
-  std::uint32_t prepared_size = 0;
-  int prepared_count = 0;
+  PreparedBatch prepared;
   CqPtr cq;
   std::vector<QpPtr> qps;
   std::vector<AhPtr> ahs;
@@ -127,6 +143,9 @@ class TputRun {
   void PrepareBatch(ActiveThread& thread, const Target& target, std::uint32_t size, int count);
   void PostBatch(ActiveThread& thread, Target& target, SendQueue& queue, std::uint32_t size, int count,
                  bool force_signal, bool measuring, std::uint64_t& rng);
+  void AddressKeyedRead(ActiveThread& thread, const Target& target, std::uint32_t size, ibv_send_wr& wr);
+  void AddressAtomic(ActiveThread& thread, const Target& target, std::uint8_t* local, ibv_send_wr& wr,
+                     std::uint64_t& rng);
   std::uint64_t PollSends(ActiveThread& thread, bool measuring);
   void LearnCasResults(ActiveThread& thread, std::size_t queue, std::uint64_t from, std::uint64_t upto);
   void RunPassive(PassiveThread& thread, std::uint32_t size);
@@ -385,79 +404,105 @@ void TputRun::PrepareBatch(ActiveThread& thread, const Target& target, std::uint
         break;
     }
   }
-  thread.prepared_target = &target;
-  thread.prepared_size = size;
-  thread.prepared_count = count;
+  PreparedBatch& batch = thread.prepared;
+  batch.target = &target;
+  batch.size = size;
+  batch.count = count;
+  // Atomics address their one 8-byte SGE themselves (AddressAtomic).
+  batch.sge_count = plan_.kind == VerbKind::kCas || plan_.kind == VerbKind::kFaa ? 0 : static_cast<int>(sge_count);
+  batch.inline_flag = size <= plan_.inline_threshold && (plan_.kind == VerbKind::kWrite || plan_.kind == VerbKind::kSend)
+                          ? unsigned{IBV_SEND_INLINE}
+                          : 0u;
+  batch.local_lane = thread.local.data() + plan_.local_offset +
+                     std::uint64_t{target.local_lane} * plan_.slots_per_lane * plan_.local_stride;
+  batch.tag_base = plan_.Tag(target.source, target.lane, 0);
+  batch.remote_base = target.remote.address + std::uint64_t{batch.tag_base} * plan_.slot_bytes;
 }
 
-void TputRun::PostBatch(ActiveThread& thread, Target& target, SendQueue& queue, std::uint32_t size, int count,
-                        bool force_signal, bool measuring, std::uint64_t& rng) {
+void TputRun::AddressKeyedRead(ActiveThread& thread, const Target& target, std::uint32_t size, ibv_send_wr& wr) {
+  const std::uint64_t key_slot = thread.key_addresses.NextSlot();
+  if (thread.sampled < kSampledKeyReads) thread.sampled_slots[thread.sampled++] = key_slot;
+  wr.wr.rdma.remote_addr = target.remote.address + key_slot * size;
+}
+
+void TputRun::AddressAtomic(ActiveThread& thread, const Target& target, std::uint8_t* local, ibv_send_wr& wr,
+                            std::uint64_t& rng) {
   const Options& o = session_.options();
-  if (thread.prepared_target != &target || thread.prepared_size != size || thread.prepared_count != count) {
+  const std::uint64_t counter = o.counters == 1 ? 0 : NextRandom(rng) % static_cast<std::uint64_t>(o.counters);
+  wr.sg_list[0].addr = reinterpret_cast<std::uintptr_t>(local);
+  wr.wr.atomic.remote_addr = target.remote.address + counter * static_cast<std::uint64_t>(o.counter_stride);
+  if (plan_.kind == VerbKind::kCas) {
+    // The slot remembers which counter it asked about, so the completion can learn the value.
+    wr.wr.atomic.compare_add = thread.cas_guess[counter];
+    wr.wr.atomic.swap = thread.cas_guess[counter] + 1;
+    std::memcpy(local + 8, &counter, sizeof(counter));
+    std::memcpy(local + 16, &wr.wr.atomic.compare_add, sizeof(std::uint64_t));
+  }
+}
+
+[[gnu::always_inline]] inline void TputRun::PostBatch(ActiveThread& thread, Target& target, SendQueue& queue, std::uint32_t size, int count,
+                        bool force_signal, bool measuring, std::uint64_t& rng) {
+  if (thread.prepared.target != &target || thread.prepared.size != size || thread.prepared.count != count) {
     PrepareBatch(thread, target, size, count);
   }
-  const unsigned inline_flag = size <= plan_.inline_threshold && (plan_.kind == VerbKind::kWrite || plan_.kind == VerbKind::kSend)
-                                   ? unsigned{IBV_SEND_INLINE}
-                                   : 0u;
-  const int sge_count = plan_.kind == VerbKind::kSend && size == 0 ? 0 : o.sge;
-  std::uint8_t* const local_lane = thread.local.data() + plan_.local_offset +
-                                   std::uint64_t{target.local_lane} * plan_.slots_per_lane * plan_.local_stride;
-  const std::uint32_t tag_base = plan_.Tag(target.source, target.lane, 0);
-  const std::uint64_t remote_base = target.remote.address + std::uint64_t{tag_base} * plan_.slot_bytes;
+  // Locals only from here to the post: the loop is the benchmark's own cost per WR, paid
+  // in front of the provider's, and on a NIC whose post is cheap it would set the rate.
+  const PreparedBatch& prepared = thread.prepared;
+  const int sge_count = prepared.sge_count;
+  const unsigned inline_flag = prepared.inline_flag;
+  std::uint8_t* const local_lane = prepared.local_lane;
+  const std::uint64_t remote_base = prepared.remote_base;
+  const std::uint32_t tag_base = prepared.tag_base;
+  const VerbKind kind = plan_.kind;
+  const bool keyed = plan_.keyed;
+  const std::uint32_t slots_per_lane = plan_.slots_per_lane;
+  const std::uint64_t local_stride = plan_.local_stride;
+  const std::uint64_t slot_bytes = plan_.slot_bytes;
+  const std::uint32_t cq_mod = static_cast<std::uint32_t>(session_.options().cq_mod);
+  // wr_ids are (queue << 48) | (seq + 1); seq + 1 stays below 2^48, so adding i carries nothing.
+  const std::uint64_t first_wr_id = (std::uint64_t{target.queue} << 48) | (queue.posted + 1);
+  std::uint64_t* const post_tsc = queue.signaled_post_tsc.data();
+  const std::uint64_t post_tsc_mask = queue.signaled_post_tsc.size() - 1;
+  std::uint32_t slot = queue.next_slot;
+  std::uint32_t until_signal = queue.until_signal;
   for (int i = 0; i < count; ++i) {
-    const std::uint64_t seq = queue.posted + static_cast<std::uint64_t>(i);
-    const std::uint32_t slot = queue.next_slot;
-    queue.next_slot = slot + 1 == plan_.slots_per_lane ? 0 : slot + 1;
-    const bool signaled = force_signal || --queue.until_signal == 0;
-    if (queue.until_signal == 0) queue.until_signal = static_cast<std::uint32_t>(o.cq_mod);
+    const bool signaled = force_signal || --until_signal == 0;
+    if (until_signal == 0) until_signal = cq_mod;
     ibv_send_wr& wr = thread.wrs[static_cast<std::size_t>(i)];
-    wr.wr_id = (std::uint64_t{target.queue} << 48) | (seq + 1);
+    wr.wr_id = first_wr_id + static_cast<std::uint64_t>(i);
     wr.send_flags = (signaled ? unsigned{IBV_SEND_SIGNALED} : 0u) | inline_flag;
-    std::uint8_t* const local = local_lane + std::uint64_t{slot} * plan_.local_stride;
+    std::uint8_t* const local = local_lane + std::uint64_t{slot} * local_stride;
     ibv_sge* const sges = wr.sg_list;
     std::uint64_t offset = 0;
     for (int s = 0; s < sge_count; ++s) {
       sges[s].addr = reinterpret_cast<std::uintptr_t>(local) + offset;
       offset += sges[s].length;
     }
-    switch (plan_.kind) {
+    switch (kind) {
       case VerbKind::kWrite:
-        wr.wr.rdma.remote_addr = remote_base + std::uint64_t{slot} * plan_.slot_bytes;
+        wr.wr.rdma.remote_addr = remote_base + std::uint64_t{slot} * slot_bytes;
         break;
       case VerbKind::kRead:
-        if (plan_.keyed) {
-          const std::uint64_t key_slot = thread.key_addresses.NextSlot();
-          if (thread.sampled < kSampledKeyReads) thread.sampled_slots[thread.sampled++] = key_slot;
-          wr.wr.rdma.remote_addr = target.remote.address + key_slot * size;
+        if (keyed) {
+          AddressKeyedRead(thread, target, size, wr);
         } else {
-          wr.wr.rdma.remote_addr = remote_base + std::uint64_t{slot} * plan_.slot_bytes;
+          wr.wr.rdma.remote_addr = remote_base + std::uint64_t{slot} * slot_bytes;
         }
         break;
       case VerbKind::kSend:
         wr.imm_data = tag_base + slot;
         break;
       case VerbKind::kCas:
-      case VerbKind::kFaa: {
-        const std::uint64_t counter = o.counters == 1 ? 0 : NextRandom(rng) % static_cast<std::uint64_t>(o.counters);
-        sges[0].addr = reinterpret_cast<std::uintptr_t>(local);
-        wr.wr.atomic.remote_addr = target.remote.address + counter * static_cast<std::uint64_t>(o.counter_stride);
-        if (plan_.kind == VerbKind::kCas) {
-          // The slot remembers which counter it asked about, so the completion can learn the value.
-          wr.wr.atomic.compare_add = thread.cas_guess[counter];
-          wr.wr.atomic.swap = thread.cas_guess[counter] + 1;
-          std::memcpy(local + 8, &counter, sizeof(counter));
-          std::memcpy(local + 16, &wr.wr.atomic.compare_add, sizeof(std::uint64_t));
-        }
+      case VerbKind::kFaa:
+        AddressAtomic(thread, target, local, wr, rng);
         break;
-      }
     }
-    if (signaled) {
-      const std::uint64_t signal = DivideRoundUp(seq + 1, static_cast<std::uint64_t>(o.cq_mod));
-      queue.signaled_post_tsc[signal & (queue.signaled_post_tsc.size() - 1)] = measuring ? session_.clock().Now() : 0;
-    }
+    if (signaled) post_tsc[queue.signals_posted++ & post_tsc_mask] = measuring ? session_.clock().Now() : 0;
+    slot = slot + 1 == slots_per_lane ? 0 : slot + 1;
   }
   // A forced signal (the drain) resets the countdown so the next WR is not signaled early.
-  if (force_signal) queue.until_signal = static_cast<std::uint32_t>(o.cq_mod);
+  queue.until_signal = force_signal ? cq_mod : until_signal;
+  queue.next_slot = slot;
   ibv_send_wr* bad = nullptr;
   const int error_number = ibv_post_send(queue.qp, thread.wrs.data(), &bad);
   if (error_number != 0) {
@@ -485,7 +530,6 @@ void TputRun::LearnCasResults(ActiveThread& thread, std::size_t queue, std::uint
 }
 
 std::uint64_t TputRun::PollSends(ActiveThread& thread, bool measuring) {
-  const Options& o = session_.options();
   ibv_wc completions[kPollBatch];
   const int n = ibv_poll_cq(thread.cq.get(), kPollBatch, completions);
   if (n < 0) Fail("ibv_poll_cq failed on the send CQ");
@@ -499,11 +543,9 @@ std::uint64_t TputRun::PollSends(ActiveThread& thread, bool measuring) {
     if (plan_.kind == VerbKind::kCas) LearnCasResults(thread, wc.wr_id >> 48, queue.retired, upto);
     retired += upto - queue.retired;
     queue.retired = upto;
-    if (measuring) {
-      const std::uint64_t signal = DivideRoundUp(upto, static_cast<std::uint64_t>(o.cq_mod));
-      const std::uint64_t posted_at = queue.signaled_post_tsc[signal & (queue.signaled_post_tsc.size() - 1)];
-      if (posted_at != 0) thread.latency.Record(session_.clock().TicksToNs(now - posted_at));
-    }
+    const std::uint64_t posted_at =
+        queue.signaled_post_tsc[queue.signals_completed++ & (queue.signaled_post_tsc.size() - 1)];
+    if (measuring && posted_at != 0) thread.latency.Record(session_.clock().TicksToNs(now - posted_at));
   }
   return retired;
 }

@@ -466,12 +466,14 @@ def main() -> int:
         f = floor["median"]
         by_id = {r["id"]: r for r in results}
         floor["ratios"] = {}
-        for mid in ("write_lat_8B", "send_lat_8B"):
+        # Only the latencies this run measured (--only may have left them out).
+        latencies = [mid for mid in ("write_lat_8B", "send_lat_8B") if mid in by_id]
+        for mid in latencies:
             for which in ("softnic", "ucx"):
                 side = by_id[mid][which]
                 if side is not None:
                     floor["ratios"][f"{which}_{mid}_over_floor"] = ratio_of(side["median"], f)
-        for mid in ("write_lat_8B", "send_lat_8B"):
+        for mid in latencies:
             side = by_id[mid]["softnic"]
             rows.append({"label": f"{mid} softnic vs cache-line floor",
                          "softnic_text": "-" if side is None else fmt(side["median"], "us"),
