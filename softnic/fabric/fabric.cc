@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cerrno>
 #include <chrono>
 #include <cstdlib>
@@ -204,22 +205,32 @@ bool Fabric::Map(int fd, std::string* error) {
   return true;
 }
 
-// Returns false with an empty *error when the fabric already exists.
+// Returns false with an empty *error when the fabric already exists. The header is made
+// in a draft file of this creator's own and linked under the fabric's name only once
+// complete, so whoever opens "fabric" finds it whole. (Created in place, a creator caught
+// between its open and its flock looked like a dead creator's leftover to a process
+// starting beside it, which replaced the fabric under it: the two then handed out the
+// same object ids and one failed with EEXIST.)
 bool Fabric::CreateFile(const FabricOptions& options, std::string* error) {
   std::string path = directory_ + "/fabric";
-  int fd = open(path.c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+  if (access(path.c_str(), F_OK) == 0) {  // the usual case: spare drafting a header to lose
+    error->clear();
+    return false;
+  }
+  static std::atomic<uint32_t> drafts{0};
+  std::string draft = directory_ + "/fabric.draft-" + std::to_string(getpid()) + "-" +
+                      std::to_string(drafts.fetch_add(1, std::memory_order_relaxed));
+  unlink(draft.c_str());  // a dead process's draft, made under our pid
+  int fd = open(draft.c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
   if (fd < 0) {
-    if (errno == EEXIST) {
-      error->clear();
-      return false;
-    }
-    *error = Errno("cannot create fabric " + path, errno);
+    *error = Errno("cannot create fabric " + draft, errno);
     return false;
   }
   flock(fd, LOCK_SH);
   if (ftruncate(fd, sizeof(FabricHeader)) != 0 || !Map(fd, error)) {
-    if (error->empty()) *error = Errno("cannot size fabric " + path, errno);
+    if (error->empty()) *error = Errno("cannot size fabric " + draft, errno);
     close(fd);
+    unlink(draft.c_str());
     return false;
   }
   // The file is zero-filled, which is the initial state of every atomic and table entry.
@@ -234,7 +245,20 @@ bool Fabric::CreateFile(const FabricOptions& options, std::string* error) {
     InitDevice(&header->devices[i], i, options.name, options.link_layer);
   }
   header->magic.store(kFabricMagic, std::memory_order_release);
-  return true;
+  int published = link(draft.c_str(), path.c_str());
+  int link_errno = errno;
+  unlink(draft.c_str());
+  if (published == 0) return true;
+  munmap(header_, sizeof(FabricHeader));
+  header_ = nullptr;
+  close(fd);
+  fd_ = -1;
+  if (link_errno == EEXIST) {  // another creator published first: use theirs
+    error->clear();
+    return false;
+  }
+  *error = Errno("cannot publish fabric " + path, link_errno);
+  return false;
 }
 
 Fabric::OpenResult Fabric::OpenFile(std::string* error) {
