@@ -11,6 +11,7 @@
 #include <cstring>
 
 #include "softnic/cm/internal.h"
+#include "softnic/fabric/object.h"
 
 namespace softnic::cm {
 namespace {
@@ -432,10 +433,7 @@ int rdma_listen(rdma_cm_id* cm_id, int) {
   // Bound and listening under a name of its own first, then published: whoever finds the
   // listener's name (a peer, or a script waiting for the server) finds it accepting, never
   // a socket bound but not yet listening, whose connect is refused (REJECTED).
-  static std::atomic<uint32_t> staged{0};
-  char suffix[32];
-  std::snprintf(suffix, sizeof(suffix), ".%x.%x", unsigned(getpid()), staged.fetch_add(1));
-  const std::string staging = path + suffix;
+  const std::string staging = softnic::PrivateSibling(path);
   sockaddr_un address, staging_address;
   if (!FillUnixAddress(path, &address) || !FillUnixAddress(staging, &staging_address)) return Fail(ENAMETOOLONG);
   const int fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);

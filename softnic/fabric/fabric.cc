@@ -8,7 +8,6 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <atomic>
 #include <cerrno>
 #include <chrono>
 #include <cstdlib>
@@ -19,6 +18,7 @@
 #include <thread>
 
 #include "softnic/fabric/accounting.h"
+#include "softnic/fabric/object.h"
 
 namespace softnic {
 namespace {
@@ -217,9 +217,7 @@ bool Fabric::CreateFile(const FabricOptions& options, std::string* error) {
     error->clear();
     return false;
   }
-  static std::atomic<uint32_t> drafts{0};
-  std::string draft = directory_ + "/fabric.draft-" + std::to_string(getpid()) + "-" +
-                      std::to_string(drafts.fetch_add(1, std::memory_order_relaxed));
+  std::string draft = PrivateSibling(path);
   unlink(draft.c_str());  // a dead process's draft, made under our pid
   int fd = open(draft.c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
   if (fd < 0) {

@@ -7,6 +7,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cerrno>
 #include <cinttypes>
 #include <cstdio>
@@ -78,6 +79,13 @@ void DrainFifo(int fd) {
     pollfd readable{fd, POLLIN, 0};
     if (poll(&readable, 1, 0) <= 0 || read(fd, buffer, sizeof(buffer)) <= 0) return;
   }
+}
+
+std::string PrivateSibling(const std::string& path) {
+  static std::atomic<uint32_t> serial{0};
+  char suffix[32];
+  std::snprintf(suffix, sizeof(suffix), ".%x.%x", unsigned(getpid()), serial.fetch_add(1, std::memory_order_relaxed));
+  return path + suffix;
 }
 
 void RemoveObject(const std::string& directory, uint64_t id) {

@@ -30,6 +30,11 @@ int CreateFifoObject(const std::string& directory, uint64_t id);
 // Reads whatever bytes the FIFO holds without blocking.
 void DrainFifo(int fd);
 
+// A name beside `path` that no other process, and no other call in this one, uses: where
+// a file or socket is made whole before link() publishes it under `path` (a publish that
+// finds the name taken fails, so nobody ever sees it half-made).
+std::string PrivateSibling(const std::string& path);
+
 void RemoveObject(const std::string& directory, uint64_t id);
 void RemoveObjectsOf(const std::string& directory, uint32_t slot, uint32_t incarnation);
 
