@@ -19,6 +19,8 @@
 namespace softnic::cm {
 namespace {
 
+constexpr uint64_t kWakeSerial = 0;  // ids' serials start at 1
+
 // Unacknowledged events of every id: acks and destroys meet here (control path only).
 std::mutex g_ack_mutex;
 std::condition_variable g_acked;
@@ -105,7 +107,7 @@ void Push(Channel* channel, Id* id, rdma_cm_event_type type, int status, const M
 void Watch(Id* id) {
   epoll_event ev{};
   ev.events = EPOLLIN;
-  ev.data.ptr = id;
+  ev.data.u64 = id->serial;
   epoll_ctl(id->owner->channel.fd, EPOLL_CTL_ADD, id->socket, &ev);
 }
 
@@ -144,6 +146,16 @@ int NextTimeoutMs(Channel* channel, bool nonblocking) {
   return static_cast<int>(std::max<int64_t>(0, earliest - NowMs()));
 }
 
+// The channel's id with this serial, or null if it was destroyed since epoll_wait saw it.
+Id* FindId(Channel* channel, uint64_t serial) {
+  std::lock_guard<std::mutex> lock(channel->mutex);
+  for (Id* id : channel->ids) {
+    if (id->serial == serial) return id;
+  }
+  return nullptr;
+}
+
+// The caller holds channel->pump.
 void ExpireDeadlines(Channel* channel) {
   const int64_t now = NowMs();
   std::vector<Id*> expired;
@@ -179,7 +191,7 @@ rdma_event_channel* rdma_create_event_channel(void) {
   }
   epoll_event ev{};
   ev.events = EPOLLIN;
-  ev.data.ptr = nullptr;  // the wake descriptor
+  ev.data.u64 = kWakeSerial;
   epoll_ctl(c->channel.fd, EPOLL_CTL_ADD, c->wake, &ev);
   return &c->channel;
 }
@@ -214,10 +226,14 @@ int rdma_get_cm_event(rdma_event_channel* channel, rdma_cm_event** event) {
     epoll_event ready[16];
     const int n = epoll_wait(channel->fd, ready, 16, NextTimeoutMs(c, nonblocking));
     if (n < 0 && errno != EINTR) return -1;
-    for (int i = 0; i < n; ++i) {
-      if (ready[i].data.ptr != nullptr) HandleReadable(static_cast<Id*>(ready[i].data.ptr));
+    {
+      std::lock_guard<std::mutex> pump(c->pump);
+      for (int i = 0; i < n; ++i) {
+        if (ready[i].data.u64 == kWakeSerial) continue;
+        if (Id* id = FindId(c, ready[i].data.u64)) HandleReadable(id);
+      }
+      ExpireDeadlines(c);
     }
-    ExpireDeadlines(c);
     if (nonblocking) {
       std::lock_guard<std::mutex> lock(c->mutex);
       if (c->queue.empty()) {

@@ -20,6 +20,7 @@ constexpr uint16_t kFirstEphemeralPort = 32768;
 constexpr int kDisconnectTimeoutMs = 2000;
 constexpr uint8_t kMaxRetryCount = 7;  // 3-bit fields; 7 RNR retries mean forever
 std::atomic<uint32_t> g_next_port{0};
+std::atomic<uint64_t> g_next_serial{1};  // 0 names a channel's wake descriptor
 
 uint16_t EphemeralPort() {
   return static_cast<uint16_t>(kFirstEphemeralPort + (getpid() * 131u + g_next_port++) % 28000u);
@@ -133,6 +134,7 @@ bool TakeConnParam(const rdma_conn_param* param, size_t max_private_data_bytes, 
 
 Id* NewId(Channel* channel, void* context, rdma_port_space ps, bool sync) {
   auto* id = new Id;
+  id->serial = g_next_serial++;
   id->id.context = context;
   id->id.ps = ps;
   id->id.qp_type = (ps == RDMA_PS_UDP || ps == RDMA_PS_IPOIB) ? IBV_QPT_UD : IBV_QPT_RC;
@@ -141,6 +143,41 @@ Id* NewId(Channel* channel, void* context, rdma_port_space ps, bool sync) {
   id->id.route.addr.dst_sin.sin_family = AF_INET;
   AddToChannel(id, channel);
   return id;
+}
+
+// What refuses a passive id's request: REJ, or a SIDR REP with a status for RDMA_PS_UDP.
+Message RejectMessage(const Id* id) {
+  Message rej{};
+  rej.type = id->id.qp_type == IBV_QPT_UD ? MessageType::kSidrRep : MessageType::kRej;
+  rej.status = kRejectConsumer;
+  return rej;
+}
+
+// A destroyed listener's connections the program was never told of die with it (the
+// kernel's CM rejects them); those whose CONNECT_REQUEST it got are its own ids now.
+void DropUndeliveredRequests(Id* listener) {
+  Channel* c = listener->owner;
+  std::vector<Id*> undelivered;
+  {
+    std::lock_guard<std::mutex> lock(c->mutex);
+    for (Id* child : c->ids) {
+      if (child->listener != listener) continue;
+      const bool request_queued = std::any_of(c->queue.begin(), c->queue.end(), [child](const Event* e) {
+        return e->event.id == &child->id && e->event.event == RDMA_CM_EVENT_CONNECT_REQUEST;
+      });
+      if (child->state == State::kIdle || (child->state == State::kRequested && request_queued)) {
+        undelivered.push_back(child);
+      } else {
+        child->listener = nullptr;
+      }
+    }
+  }
+  for (Id* child : undelivered) {
+    if (child->state == State::kRequested) Send(child, RejectMessage(child));
+    CloseSocket(child);
+    RemoveFromChannel(child);
+    delete child;
+  }
 }
 
 // A connection attempt on a listener: a child id that waits for its REQ.
@@ -374,9 +411,13 @@ int rdma_create_id(rdma_event_channel* channel, rdma_cm_id** id, void* context, 
 int rdma_destroy_id(rdma_cm_id* cm_id) {
   if (cm_id == nullptr) return Fail(EINVAL);
   Id* id = ToId(cm_id);
-  CloseSocket(id);
-  if (!id->listen_path.empty()) unlink(id->listen_path.c_str());
-  RemoveFromChannel(id);  // events not yet delivered go, as the kernel drops them
+  {
+    std::lock_guard<std::mutex> pump(id->owner->pump);
+    if (id->state == State::kListening) DropUndeliveredRequests(id);
+    CloseSocket(id);
+    if (!id->listen_path.empty()) unlink(id->listen_path.c_str());
+    RemoveFromChannel(id);  // events not yet delivered go, as the kernel drops them
+  }
   if (cm_id->event != nullptr) {
     rdma_ack_cm_event(cm_id->event);
     cm_id->event = nullptr;
@@ -398,11 +439,16 @@ int rdma_destroy_id(rdma_cm_id* cm_id) {
 int rdma_migrate_id(rdma_cm_id* cm_id, rdma_event_channel* channel) {
   if (cm_id == nullptr || channel == nullptr) return Fail(EINVAL);
   Id* id = ToId(cm_id);
-  Unwatch(id);
-  RemoveFromChannel(id);
+  {
+    std::lock_guard<std::mutex> pump(id->owner->pump);
+    Unwatch(id);
+    RemoveFromChannel(id);
+  }
   if (id->sync) rdma_destroy_event_channel(cm_id->channel);
   id->sync = false;
-  AddToChannel(id, ToChannel(channel));
+  Channel* to = ToChannel(channel);
+  std::lock_guard<std::mutex> pump(to->pump);
+  AddToChannel(id, to);
   if (id->socket >= 0) Watch(id);
   return 0;
 }
@@ -427,6 +473,7 @@ int rdma_bind_addr(rdma_cm_id* cm_id, sockaddr* addr) {
 int rdma_listen(rdma_cm_id* cm_id, int) {
   if (cm_id == nullptr) return Fail(EINVAL);
   Id* id = ToId(cm_id);
+  std::lock_guard<std::mutex> pump(id->owner->pump);
   if (id->state != State::kBound) return Fail(EINVAL);
   const sockaddr_in& src = cm_id->route.addr.src_sin;
   const std::string path = ListenerPath(src.sin_port, src.sin_addr.s_addr);
@@ -513,6 +560,7 @@ int rdma_resolve_route(rdma_cm_id* cm_id, int) {
 int rdma_connect(rdma_cm_id* cm_id, rdma_conn_param* param) {
   if (cm_id == nullptr) return Fail(EINVAL);
   Id* id = ToId(cm_id);
+  std::unique_lock<std::mutex> pump(id->owner->pump);
   if (id->state != State::kRouteResolved) return Fail(EINVAL);
   const bool ud = cm_id->qp_type == IBV_QPT_UD;
   Message req{};
@@ -538,20 +586,21 @@ int rdma_connect(rdma_cm_id* cm_id, rdma_conn_param* param) {
     close(fd);
     id->state = State::kClosed;
     Push(id->owner, id, ud ? RDMA_CM_EVENT_UNREACHABLE : RDMA_CM_EVENT_REJECTED, kRejectNoListener);
+    pump.unlock();
     return id->sync ? WaitFor(id, RDMA_CM_EVENT_ESTABLISHED) : 0;
   }
   id->socket = fd;
   id->deadline_ms = NowMs() + kConnectTimeoutMs;
   Watch(id);
-  if (Send(id, req) != 0) {
-    OnPeerGone(id);
-  }
+  if (Send(id, req) != 0) OnPeerGone(id);
+  pump.unlock();
   return id->sync ? WaitFor(id, RDMA_CM_EVENT_ESTABLISHED) : 0;
 }
 
 int rdma_establish(rdma_cm_id* cm_id) {
   if (cm_id == nullptr) return Fail(EINVAL);
   Id* id = ToId(cm_id);
+  std::lock_guard<std::mutex> pump(id->owner->pump);
   if (id->state != State::kConnecting) return Fail(EINVAL);
   Message rtu{};
   rtu.type = MessageType::kRtu;
@@ -568,6 +617,7 @@ int rdma_establish(rdma_cm_id* cm_id) {
 int rdma_accept(rdma_cm_id* cm_id, rdma_conn_param* param) {
   if (cm_id == nullptr) return Fail(EINVAL);
   Id* id = ToId(cm_id);
+  std::unique_lock<std::mutex> pump(id->owner->pump);
   if (id->state != State::kRequested) return Fail(EINVAL);
   const bool ud = cm_id->qp_type == IBV_QPT_UD;
   Message rep{};
@@ -588,9 +638,8 @@ int rdma_accept(rdma_cm_id* cm_id, rdma_conn_param* param) {
     id->state = State::kEstablished;
     return 0;
   }
-  // Accepted before the REP leaves: the peer's RTU may be read by another thread pumping
-  // the channel at once, and an RTU that found kRequested would be dropped (the connection
-  // would never be established).
+  // Accepted before the REP leaves: the peer's RTU, read by whichever thread pumps the
+  // channel next, must find kAccepted (an RTU that found kRequested would be dropped).
   id->deadline_ms = NowMs() + kConnectTimeoutMs;
   id->state = State::kAccepted;
   if (Send(id, rep) != 0) {
@@ -598,17 +647,17 @@ int rdma_accept(rdma_cm_id* cm_id, rdma_conn_param* param) {
     id->state = State::kRequested;
     return -1;
   }
+  pump.unlock();
   return id->sync ? WaitFor(id, RDMA_CM_EVENT_ESTABLISHED) : 0;
 }
 
 int rdma_reject(rdma_cm_id* cm_id, const void* private_data, uint8_t private_data_len) {
   if (cm_id == nullptr) return Fail(EINVAL);
   Id* id = ToId(cm_id);
+  std::lock_guard<std::mutex> pump(id->owner->pump);
   if (id->state != State::kRequested) return Fail(EINVAL);
   if (private_data_len > kMaxPrivateDataBytes) return Fail(EINVAL);
-  Message rej{};
-  rej.type = cm_id->qp_type == IBV_QPT_UD ? MessageType::kSidrRep : MessageType::kRej;
-  rej.status = kRejectConsumer;
+  Message rej = RejectMessage(id);
   if (private_data != nullptr && private_data_len > 0) {
     std::memcpy(rej.private_data, private_data, private_data_len);
     rej.private_data_len = private_data_len;
@@ -622,6 +671,7 @@ int rdma_reject(rdma_cm_id* cm_id, const void* private_data, uint8_t private_dat
 int rdma_disconnect(rdma_cm_id* cm_id) {
   if (cm_id == nullptr) return Fail(EINVAL);
   Id* id = ToId(cm_id);
+  std::unique_lock<std::mutex> pump(id->owner->pump);
   if (id->state == State::kClosed || id->state == State::kDisconnecting) return 0;  // the peer went first
   if (id->state != State::kEstablished && id->state != State::kAccepted) return Fail(EINVAL);
   MoveQpToError(id);
@@ -634,6 +684,7 @@ int rdma_disconnect(rdma_cm_id* cm_id) {
   id->state = State::kDisconnecting;
   id->deadline_ms = NowMs() + kDisconnectTimeoutMs;
   if (Send(id, dreq) != 0) OnPeerGone(id);
+  pump.unlock();
   return id->sync ? WaitFor(id, RDMA_CM_EVENT_DISCONNECTED) : 0;
 }
 

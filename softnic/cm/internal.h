@@ -69,6 +69,9 @@ struct Channel;
 // rdma_cm_id first, so the public pointer is the object's.
 struct Id {
   rdma_cm_id id{};
+  // Names the id in its channel's epoll set: an id destroyed after epoll_wait returned is
+  // found missing, never taken for a new id that reuses its address.
+  uint64_t serial = 0;
   Channel* owner = nullptr;         // the channel its events go to
   Id* listener = nullptr;           // a passive id's listener (its REQ has not come yet while kIdle)
   bool sync = false;                // created without a channel: its calls block (rdma_create_ep)
@@ -102,7 +105,12 @@ struct Event {
 struct Channel {
   rdma_event_channel channel{};
   int wake = -1;  // eventfd: readable while `queue` is not empty
-  std::mutex mutex;
+  // Held while a message or timeout of one of the channel's ids is handled, and by the
+  // program's calls that change an id's socket or membership (connect, accept, reject,
+  // disconnect, destroy, migrate): a program's rdma_destroy_id and another thread pumping
+  // the channel (rping's cm_thread) never meet inside one id. Never held while waiting.
+  std::mutex pump;
+  std::mutex mutex;  // queue and ids; taken after pump
   std::deque<Event*> queue;
   std::vector<Id*> ids;
 };
@@ -125,7 +133,7 @@ int DeviceOfAddress(in_addr_t address);  // -1 if no device has it
 // events.cc
 void Push(Channel* channel, Id* id, rdma_cm_event_type type, int status, const Message* message = nullptr,
           Id* listen_id = nullptr);
-void Watch(Id* id);    // adds id->socket to its channel's epoll set
+void Watch(Id* id);    // adds id->socket to its channel's epoll set, named by id->serial
 void Unwatch(Id* id);
 int64_t NowMs();
 // Waits until every event delivered for `id` is acknowledged, at most timeout_ms; returns
