@@ -5,9 +5,17 @@ UCT posix) and against the cross-core cache-line floor, side by side in one run.
 Every measurement is a server and a client pinned to two different cores (taskset),
 repeated --runs times (default 5) in paired rounds (softnic and UCX alternate); the
 median run of each side, the median of the per-round ratios and the ratio of each side's
-best run are reported. Prints a table (metric, softnic, ucx, both ratios, target, met?)
-and, with --out FILE, one JSON document
-(schema_version, context with host info and tool versions, every command used).
+best run are reported.
+
+On a VM the two vCPUs' placement on the host changes from minute to minute, and with it
+the cost of every cache line crossing cores (this machine's floor is ~35 or ~220 ns). A
+short cache-line ping-pong on the same two cores before and after every run classes the
+run "near" or "far" (--placement-split-ns); a round counts towards the ratio only when all
+its runs saw one placement, and the ratio is also given per placement.
+
+Prints a table (metric, softnic, ucx, ratios, target, met?) and, with --out FILE, one
+JSON document (schema_version, context with host info and tool versions, every command
+used, every round with its probes).
 
 This is a benchmark, not a test: targets are reported, never asserted. The exit code
 is non-zero only when a command failed to run or its output could not be parsed.
@@ -31,7 +39,7 @@ from typing import Callable
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import pairrun  # noqa: E402
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2  # 2: rounds carry their placement; ratios come from matched rounds only
 REPO = Path(__file__).resolve().parents[2]
 PAIR_TIMEOUT_S = 120.0
 UCX_TLS = "posix,self"
@@ -266,6 +274,18 @@ class Runner:
         record["runs"].append(value)
         return value
 
+    def probe_ns(self, record: list) -> float | None:
+        """One short cache-line ping-pong on the run's two cores: the placement right now."""
+        argv = [self.a.cacheline, "--cores", f"{self.a.server_core},{self.a.client_core}",
+                "--rounds", "101", "--batch", "200", "--json"]
+        r = pairrun.run_one(argv, os.environ, PAIR_TIMEOUT_S)
+        try:
+            value = json.loads(r.output)["one_way_ns_median"] if r.returncode == 0 else None
+        except (ValueError, KeyError):
+            value = None
+        record.append(value)
+        return value
+
     def floor(self) -> dict:
         argv = [self.a.cacheline, "--cores", f"{self.a.server_core},{self.a.client_core}", "--json"]
         values, errors = [], []
@@ -328,14 +348,15 @@ def fmt(v: float | None, unit: str) -> str:
 
 
 def print_table(rows: list[dict]) -> None:
-    head = ["metric", "softnic", "ucx / floor", "ratio", "met?", "best-run ratio", "met?", "target"]
+    head = ["metric", "softnic", "ucx / floor", "ratio", "met?", "rounds by placement", "best-run ratio", "met?",
+            "target"]
     cells = [head]
     as_ratio = lambda v: "-" if v is None else f"{v:.2f}x"  # noqa: E731
     as_met = {True: "yes", False: "NO", None: "-"}.get
     for r in rows:
         target = "report" if r["target"] is None else r["target"]
         cells.append([r["label"], r["softnic_text"], r["peer_text"], as_ratio(r["ratio"]), as_met(r["met"]),
-                      as_ratio(r["best_ratio"]), as_met(r["met_by_best"]), target])
+                      r["placements"], as_ratio(r["best_ratio"]), as_met(r["met_by_best"]), target])
     widths = [max(len(c[i]) for c in cells) for i in range(len(head))]
     for n, c in enumerate(cells):
         print("  ".join(x.ljust(w) for x, w in zip(c, widths)).rstrip())
@@ -345,6 +366,46 @@ def print_table(rows: list[dict]) -> None:
 
 def ratio_of(x: float | None, y: float | None) -> float | None:
     return x / y if x is not None and y else None
+
+
+# ---------------------------------------------------------------------------------------
+# Placement: which of the host's cache-line modes a run saw
+
+NEAR, FAR, MIXED = "near", "far", "mixed"
+
+
+def placement_of(floors_ns: list[float | None], split_ns: float) -> str | None:
+    """The placement the probes around some runs saw: NEAR or FAR when every probe fell on
+    the same side of split_ns, MIXED when they did not or one failed; None when unprobed."""
+    if not floors_ns:
+        return None
+    if any(f is None for f in floors_ns):
+        return MIXED
+    sides = {NEAR if f < split_ns else FAR for f in floors_ns}
+    return sides.pop() if len(sides) == 1 else MIXED
+
+
+def summarize_rounds(rounds: list[dict], key: str) -> dict:
+    """The median of rounds[i][key] over the rounds whose runs all saw one placement (or that
+    were not probed), overall and per placement; MIXED rounds are counted, not used."""
+    usable = [r for r in rounds if r.get(key) is not None and r["placement"] != MIXED]
+    by_placement = {}
+    for where in (NEAR, FAR):
+        values = [r[key] for r in usable if r["placement"] == where]
+        if values:
+            by_placement[where] = {"median": statistics.median(values), "rounds": len(values)}
+    values = [r[key] for r in usable]
+    return {"median": statistics.median(values) if values else None, "values": values,
+            "by_placement": by_placement,
+            "rounds_mixed": sum(1 for r in rounds if r.get(key) is not None and r["placement"] == MIXED)}
+
+
+def placement_text(summary: dict) -> str:
+    """e.g. "3 near 1.02x, 1 far 0.91x, 1 mixed"."""
+    parts = [f"{v['rounds']} {w} {v['median']:.2f}x" for w, v in summary["by_placement"].items()]
+    if summary["rounds_mixed"]:
+        parts.append(f"{summary['rounds_mixed']} mixed")
+    return ", ".join(parts) or "-"
 
 
 def main() -> int:
@@ -371,6 +432,9 @@ def main() -> int:
                    help="the LD_PRELOAD shim that measures perftest's ceiling (target null_post_preload)")
     p.add_argument("--perftest-dir", default="/usr/bin")
     p.add_argument("--ucx-perftest", default="/usr/bin/ucx_perftest")
+    p.add_argument("--placement-split-ns", type=float, default=100.0,
+                   help="one-way cache-line latency that separates a near placement of the two cores "
+                        "from a far one (100; this VM's modes are ~35 and ~220 ns)")
     p.add_argument("--only", action="append", default=[], metavar="METRIC",
                    help="measure only this metric (repeatable), e.g. send_rate_32B_ud; default: all")
     a = p.parse_args()
@@ -386,6 +450,8 @@ def main() -> int:
         p.error(f"--cores wants two different cores, got {a.cores!r}")
     if a.runs < 1:
         p.error(f"--runs must be >= 1, got {a.runs}")
+    if a.placement_split_ns <= 0:
+        p.error(f"--placement-split-ns must be > 0, got {a.placement_split_ns}")
     if "softnic" not in a.skip and not (Path(a.softnic_lib) / "libibverbs.so.1").exists():
         p.error(f"{a.softnic_lib}/libibverbs.so.1 is missing (build softnic, or --skip softnic)")
     if "floor" not in a.skip and not Path(a.cacheline).exists():
@@ -398,6 +464,7 @@ def main() -> int:
     runner = Runner(a, f"peers-{os.getpid()}")
     started = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
     results, rows = [], []
+    probe = "floor" not in a.skip  # the floor's tool also probes each run's placement
     try:
         for m in (m for m in metrics(a) if not a.only or m.id in a.only):
             res = {"id": m.id, "unit": m.unit, "better": m.better}
@@ -408,17 +475,22 @@ def main() -> int:
                 res[which] = None if which in a.skip else {"runs": [], "errors": [], "commands": None}
             # Paired rounds: the two sides alternate (order flipped every round), so a
             # change in the machine (a VM's vCPUs moving) hits both sides of a round alike.
-            paired, of_ceiling = [], []
+            rounds = []
             for round_index in range(a.runs):
                 order = tuple(sides) if round_index % 2 == 0 else tuple(reversed(sides))
-                values = {}
+                values, floors = {}, []
+                if probe:
+                    runner.probe_ns(floors)
                 for which in order:
                     if res.get(which) is None:
                         continue
                     print(f"  measuring {m.id} on {which} (round {round_index + 1})", file=sys.stderr, flush=True)
                     values[which] = runner.measure_once(which, sides[which], res[which])
-                paired.append(ratio_of(values.get("softnic"), values.get("ucx")))
-                of_ceiling.append(ratio_of(values.get("softnic"), values.get("ceiling")))
+                    if probe:
+                        runner.probe_ns(floors)
+                rounds.append({"ratio": ratio_of(values.get("softnic"), values.get("ucx")),
+                               "ceiling_ratio": ratio_of(values.get("softnic"), values.get("ceiling")),
+                               "floors_ns": floors, "placement": placement_of(floors, a.placement_split_ns)})
             best_of = min if m.better == "lower" else max
             for which in sides:
                 if res[which] is not None:
@@ -427,16 +499,17 @@ def main() -> int:
                     res[which]["best"] = best_of(runs) if runs else None
             s = res["softnic"]["median"] if res["softnic"] else None
             u = res["ucx"]["median"] if res["ucx"] else None
-            round_ratios = [r for r in paired if r is not None]
-            res["round_ratios"] = round_ratios
-            res["ratio_softnic_over_ucx"] = statistics.median(round_ratios) if round_ratios else None
+            res["rounds"] = rounds
+            paired = summarize_rounds(rounds, "ratio")
+            res["round_ratios"] = paired["values"]
+            res["ratio_by_placement"] = paired["by_placement"]
+            res["rounds_mixed"] = paired["rounds_mixed"]
+            res["ratio_softnic_over_ucx"] = paired["median"]
             res["target"] = None if m.target_ratio is None else \
                 {"op": "<=" if m.better == "lower" else ">=", "ratio": m.target_ratio}
             res["met"] = None if res["ratio_softnic_over_ucx"] is None else m.met(res["ratio_softnic_over_ucx"])
-            # The hypervisor's vCPU placement makes cross-core latency bimodal here (the
-            # floor itself is 26 or 212 ns from one run to the next), and a round whose two
-            # runs fall in different modes gives a meaningless ratio. Each side's best run is
-            # its fastest placement: their ratio compares like with like.
+            # Each side's best run is its fastest placement: their ratio compares like with
+            # like even when probing is skipped.
             best = {w: res[w]["best"] if res.get(w) else None for w in sides}
             res["ratio_of_best_runs"] = ratio_of(best["softnic"], best["ucx"])
             res["met_by_best_runs"] = None if res["ratio_of_best_runs"] is None else m.met(res["ratio_of_best_runs"])
@@ -444,7 +517,7 @@ def main() -> int:
             rows.append({"label": f"{m.id} ({m.softnic.tool} vs {m.ucx.tool})",
                          "softnic_text": "-" if res["softnic"] is None else fmt(s, m.unit),
                          "peer_text": "-" if res["ucx"] is None else fmt(u, m.unit),
-                         "ratio": res["ratio_softnic_over_ucx"],
+                         "ratio": res["ratio_softnic_over_ucx"], "placements": placement_text(paired),
                          "best_ratio": res["ratio_of_best_runs"],
                          "target": None if res["target"] is None else f"{res['target']['op']} {m.target_ratio:.1f}x",
                          "met": res["met"], "met_by_best": res["met_by_best_runs"]})
@@ -456,20 +529,20 @@ def main() -> int:
                 rows.append({"label": f"{m.id} perftest ceiling ({m.softnic.tool}, post/poll free)",
                              "softnic_text": fmt(c["median"], m.unit),
                              "peer_text": "-" if res["ucx"] is None else fmt(u, m.unit),
-                             "ratio": res["ceiling_over_ucx"],
+                             "ratio": res["ceiling_over_ucx"], "placements": "-",
                              "best_ratio": ratio_of(c["best"], best["ucx"]),
                              "target": None, "met": None, "met_by_best": None})
-                # The share of that ceiling softnic reaches, round by round (both sides of a
-                # pair ran under the same placement of the VM's vCPUs).
-                ceiling_rounds = [r for r in of_ceiling if r is not None]
-                res["softnic_over_ceiling_rounds"] = ceiling_rounds
-                res["softnic_over_ceiling"] = statistics.median(ceiling_rounds) if ceiling_rounds else None
+                # The share of that ceiling softnic reaches, round by round.
+                of_ceiling = summarize_rounds(rounds, "ceiling_ratio")
+                res["softnic_over_ceiling_rounds"] = of_ceiling["values"]
+                res["softnic_over_ceiling_by_placement"] = of_ceiling["by_placement"]
+                res["softnic_over_ceiling"] = of_ceiling["median"]
                 of_best = ratio_of(best["softnic"], c["best"])
                 share, goal = res["softnic_over_ceiling"], m.ceiling_target
                 rows.append({"label": f"{m.id} softnic vs that ceiling (same rounds)",
                              "softnic_text": "-" if res["softnic"] is None else fmt(s, m.unit),
                              "peer_text": fmt(c["median"], m.unit),
-                             "ratio": share, "best_ratio": of_best,
+                             "ratio": share, "placements": placement_text(of_ceiling), "best_ratio": of_best,
                              "target": None if goal is None else f">= {goal:.1f}x",
                              "met": None if goal is None or share is None else share >= goal,
                              "met_by_best": None if goal is None or of_best is None else of_best >= goal})
@@ -495,14 +568,16 @@ def main() -> int:
             rows.append({"label": f"{mid} softnic vs cache-line floor",
                          "softnic_text": "-" if side is None else fmt(side["median"], "us"),
                          "peer_text": fmt(f, "us"),
-                         "ratio": None if side is None else ratio_of(side["median"], f),
+                         "ratio": None if side is None else ratio_of(side["median"], f), "placements": "-",
                          "best_ratio": None if side is None else ratio_of(side["best"], floor["best"]),
                          "target": None, "met": None, "met_by_best": None})
 
     print()
     print(f"softnic ({a.link}{', SOFTNIC_SINGLE_THREADED=1' if a.single_threaded else ''}) vs UCX {UCX_TLS} (UCT {' '.join(UCX_TRANSPORT)}), "
           f"cores {a.server_core},{a.client_core}, median of {a.runs} runs; ratio: median of the "
-          f"paired rounds' ratios; best-run ratio: each side's best run")
+          f"ratios of the rounds whose runs all saw one placement (near/far: cache-line floor below/above "
+          f"{a.placement_split_ns:.0f} ns){'' if probe else ' (not probed: --skip floor)'}; best-run ratio: "
+          f"each side's best run")
     print_table(rows)
 
     failures = [e for r in results for w in ("softnic", "ucx", "ceiling") if r.get(w) for e in r[w]["errors"]]
@@ -520,6 +595,7 @@ def main() -> int:
                 "tools": tool_versions(),
                 "cores": {"server": a.server_core, "client": a.client_core},
                 "runs": a.runs,
+                "placement_split_ns": a.placement_split_ns if probe else None,
                 "lat_iters": a.lat_iters,
                 "bw_iters": a.bw_iters,
                 "softnic": {"library_dir": a.softnic_lib, "link": a.link, "fabric": runner.fabric,

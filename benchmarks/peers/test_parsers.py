@@ -74,3 +74,30 @@ def test_bench_rate_is_the_mops_column():
 def test_bench_rate_without_a_table_is_a_parse_error():
     with pytest.raises(c.ParseError):
         c.bench_rate_mops("rdmalab-bench: error: --timeout 60 s passed\n")
+
+
+def test_placement_is_the_side_of_the_split_every_probe_saw():
+    assert c.placement_of([34.0, 36.5, 40.0], 100.0) == c.NEAR
+    assert c.placement_of([220.0, 214.0], 100.0) == c.FAR
+    assert c.placement_of([35.0, 220.0], 100.0) == c.MIXED
+    assert c.placement_of([35.0, None], 100.0) == c.MIXED
+    assert c.placement_of([], 100.0) is None
+
+
+def test_rounds_that_moved_are_counted_not_used():
+    rounds = [{"ratio": 1.0, "placement": c.NEAR}, {"ratio": 1.1, "placement": c.NEAR},
+              {"ratio": 0.5, "placement": c.MIXED}, {"ratio": 0.8, "placement": c.FAR},
+              {"ratio": None, "placement": c.NEAR}]
+    s = c.summarize_rounds(rounds, "ratio")
+    assert s["values"] == [1.0, 1.1, 0.8]
+    assert s["median"] == pytest.approx(1.0)
+    assert s["by_placement"] == {c.NEAR: {"median": pytest.approx(1.05), "rounds": 2},
+                                 c.FAR: {"median": pytest.approx(0.8), "rounds": 1}}
+    assert s["rounds_mixed"] == 1
+    assert c.placement_text(s) == "2 near 1.05x, 1 far 0.80x, 1 mixed"
+
+
+def test_unprobed_rounds_all_count():
+    s = c.summarize_rounds([{"ratio": 0.9, "placement": None}, {"ratio": 1.1, "placement": None}], "ratio")
+    assert s["median"] == pytest.approx(1.0) and s["by_placement"] == {} and s["rounds_mixed"] == 0
+    assert c.placement_text(s) == "-"
