@@ -74,7 +74,8 @@ ShapeCount* FindShapeSlot(CounterBlock& block, uint64_t key) {
     return free_slot;
   }
   // Every slot is taken: fold one into value[] (round robin) and give it to `key`. Readers
-  // see `evictions` odd meanwhile and read again.
+  // see `evictions` odd meanwhile and read again; this thread's cached slots go stale.
+  if (LaneEpoch() != 0) ++LaneEpoch();
   ShapeCount& victim = block.shapes[block.next_victim++ % kShapeSlots];
   __atomic_store_n(&block.evictions, block.evictions + 1, __ATOMIC_RELAXED);
   std::atomic_thread_fence(std::memory_order_seq_cst);
@@ -85,9 +86,19 @@ ShapeCount* FindShapeSlot(CounterBlock& block, uint64_t key) {
   return &victim;
 }
 
+namespace {
+// Each thread's epochs are a range of their own: the high half numbers the thread, folds
+// count in the low half.
+std::atomic<uint64_t> g_lane_epoch_ranges{1};
+}  // namespace
+
+void RenewLaneEpoch() { LaneEpoch() = g_lane_epoch_ranges.fetch_add(1, std::memory_order_relaxed) << 32; }
+
 void CountFastMessageSlow(uint64_t requester_key, uint32_t wqe_bytes, bool whole_post, FastMessageSlots& slots,
-                          CounterBlock& requester, CounterBlock& responder) {
+                          CounterBlock* lane, uint32_t requester_device, uint32_t responder_device) {
   slots = FastMessageSlots{};
+  CounterBlock& requester = lane[requester_device];
+  CounterBlock& responder = lane[responder_device];
   uint64_t post_key = SingleWqePostKey(wqe_bytes);
   uint64_t responder_key = ResponderKey(requester_key);
   if (requester.shared != 0) {  // the shared lane has no slots
@@ -97,17 +108,17 @@ void CountFastMessageSlow(uint64_t requester_key, uint32_t wqe_bytes, bool whole
     return;
   }
   // Each count lands before the next lookup, which may fold the slot it just used.
-  uint32_t requester_evictions = requester.evictions;
-  uint32_t responder_evictions = responder.evictions;
+  if (LaneEpoch() == 0) RenewLaneEpoch();
+  const uint64_t epoch = LaneEpoch();
   ShapeCount* requester_slot = FindShapeSlot(requester, requester_key);
   Bump(requester_slot);
   ShapeCount* responder_slot = FindShapeSlot(responder, responder_key);
   Bump(responder_slot);
   ShapeCount* post_slot = FindShapeSlot(requester, post_key);
   if (whole_post) Bump(post_slot);
-  if (requester.evictions == requester_evictions && responder.evictions == responder_evictions) {
-    slots = FastMessageSlots{requester_key, &requester, &responder, requester_evictions, responder_evictions,
-                             requester_slot, responder_slot, post_slot, wqe_bytes};
+  if (LaneEpoch() == epoch) {
+    slots = FastMessageSlots{requester_key, epoch, responder_device, requester_slot, responder_slot, post_slot,
+                             wqe_bytes};
   }
 }
 

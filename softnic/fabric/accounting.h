@@ -158,15 +158,26 @@ inline void CountShape(CounterBlock& block, uint64_t key, ShapeCursor& cursor) {
   Bump(slot);
 }
 
+// The calling thread's lane epoch: unique to the thread, and changed by every fold in the
+// blocks of its lane (FindShapeSlot; only a lane's own thread writes its blocks), so that
+// one compare tells that slots cached by this thread still hold their keys. 0 until the
+// thread caches slots. initial-exec TLS, as Runtime::CounterLane.
+inline uint64_t& LaneEpoch() {
+  static thread_local uint64_t epoch __attribute__((tls_model("initial-exec"))) = 0;
+  return epoch;
+}
+// Gives the calling thread a fresh lane epoch, none that another thread of this process has
+// had (a forked child calls it too: its copies of the parent's caches name the parent's blocks).
+void RenewLaneEpoch();
+
 // The slots a QP's last fast-path message shape (an RDMA WRITE, or a SEND) counted in: its
-// requester side, its responder side, and its post as a single WR. Valid while neither block has folded a slot
-// since (only a fold gives an occupied slot another key), which one load per block checks.
+// requester side, its responder side, and its post as a single WR, all in the lane of the
+// thread whose epoch it holds. Valid while that thread's epoch is unchanged (no fold
+// since) and the responder is the same device.
 struct FastMessageSlots {
   uint64_t key = 0;  // requester key; 0 = nothing cached
-  const CounterBlock* requester_block = nullptr;
-  const CounterBlock* responder_block = nullptr;
-  uint32_t requester_evictions = 0;
-  uint32_t responder_evictions = 0;
+  uint64_t lane_epoch = 0;
+  uint32_t responder_device = 0;
   ShapeCount* requester = nullptr;
   ShapeCount* responder = nullptr;
   ShapeCount* post = nullptr;
@@ -184,25 +195,25 @@ struct QpShapeCursors {
   FastMessageSlots fast_send[2];
 };
 
-// Cold (accounting.cc): counts through FindShapeSlot and refreshes the cache.
+// Cold (accounting.cc): counts through FindShapeSlot and refreshes the cache. `lane` is the
+// calling thread's lane, indexed by device.
 void CountFastMessageSlow(uint64_t requester_key, uint32_t wqe_bytes, bool whole_post, FastMessageSlots& slots,
-                          CounterBlock& requester, CounterBlock& responder);
+                          CounterBlock* lane, uint32_t requester_device, uint32_t responder_device);
 
-// Counts one fast-path message of `requester_key` on both devices, and, when it is the whole
-// post, that post (a doorbell and one WQE by MMIO): three stores in the common case. Both
-// blocks are the calling thread's lane. Returns the message's WQE bytes, which
-// wqe_bytes_of() computes only when the shape is not the cached one.
-template <typename WqeBytesOf>
-[[gnu::always_inline]] inline uint32_t CountFastMessage(uint64_t requester_key, WqeBytesOf&& wqe_bytes_of,
-                                                        bool whole_post, FastMessageSlots& slots,
-                                                        CounterBlock& requester, CounterBlock& responder) {
-  if (__builtin_expect(slots.key != requester_key || slots.requester_block != &requester ||
-                           slots.responder_block != &responder ||
-                           slots.requester_evictions != __atomic_load_n(&requester.evictions, __ATOMIC_RELAXED) ||
-                           slots.responder_evictions != __atomic_load_n(&responder.evictions, __ATOMIC_RELAXED),
+// Counts one fast-path message of `requester_key` from `requester_device` to
+// `responder_device`, and, when it is the whole post, that post (a doorbell and one WQE by
+// MMIO): three stores in the common case, in the calling thread's lane, which lane_of()
+// finds only when the cache does not hold. Returns the message's WQE bytes, which
+// wqe_bytes_of() computes only then too.
+template <typename WqeBytesOf, typename LaneOf>
+[[gnu::always_inline]] inline uint32_t CountFastMessage(uint64_t requester_key, uint32_t requester_device,
+                                                        uint32_t responder_device, WqeBytesOf&& wqe_bytes_of,
+                                                        bool whole_post, FastMessageSlots& slots, LaneOf&& lane_of) {
+  if (__builtin_expect(slots.key != requester_key || slots.lane_epoch != LaneEpoch() ||
+                           slots.responder_device != responder_device,
                        0)) {
     uint32_t wqe_bytes = wqe_bytes_of();
-    CountFastMessageSlow(requester_key, wqe_bytes, whole_post, slots, requester, responder);
+    CountFastMessageSlow(requester_key, wqe_bytes, whole_post, slots, lane_of(), requester_device, responder_device);
     return wqe_bytes;
   }
   Bump(slots.requester);

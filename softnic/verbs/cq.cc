@@ -249,10 +249,10 @@ void EraseFrom(std::vector<T*>& list, T* item) {
 
 }  // namespace
 
-bool FinishPushCqe(bool pushed, Ring& ring, bool failed, CounterBlock& counters, bool solicited) {
+bool FinishPushCqe(bool pushed, Ring& ring, bool failed, uint32_t device, bool solicited) {
   RingHeader* header = ring.header();
   if (!pushed) {
-    Count(counters, kCqOverruns);
+    Count(Runtime::Get()->counters(device), kCqOverruns);
     // The first overrun wakes the owner's async_fd, wherever the producer runs.
     if (header->overrun.exchange(1, std::memory_order_relaxed) == 0) {
       Runtime::Get()->SignalChannel(header->async_channel_id);

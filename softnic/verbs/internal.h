@@ -422,7 +422,8 @@ void Warn(const char* format, ...) __attribute__((format(printf, 1, 2)));
 
 // Completion-queue operations shared by the data path (cq.cc, recv.cc). PushCqe is inline:
 // the send fast path pushes one per signaled WR; overruns and armed CQs are the cold rest.
-bool FinishPushCqe(bool pushed, Ring& ring, bool failed, CounterBlock& counters, bool solicited);
+// `device`: whose counters take an overrun (the CQ's device, or the responder's).
+bool FinishPushCqe(bool pushed, Ring& ring, bool failed, uint32_t device, bool solicited);
 
 // Writes `cqe` into a ring slot as seven 8-byte stores. The slot is a line the consumer
 // polls, so each store waits in the store buffer for that line to come over; composed in
@@ -445,10 +446,10 @@ bool FinishPushCqe(bool pushed, Ring& ring, bool failed, CounterBlock& counters,
   __atomic_store_n(&words[6], cqe.recv_dequeued, __ATOMIC_RELAXED);
 }
 
-[[gnu::always_inline]] inline bool PushCqe(Ring& ring, const Cqe& cqe, CounterBlock& counters, bool solicited) {
+[[gnu::always_inline]] inline bool PushCqe(Ring& ring, const Cqe& cqe, uint32_t device, bool solicited) {
   bool pushed = ring.TryPush([&](void* payload) __attribute__((always_inline)) { StoreCqe(payload, cqe); });
   if (__builtin_expect(pushed && ring.header()->channel_id == 0, 1)) return true;
-  return FinishPushCqe(pushed, ring, cqe.status != IBV_WC_SUCCESS, counters, solicited);
+  return FinishPushCqe(pushed, ring, cqe.status != IBV_WC_SUCCESS, device, solicited);
 }
 void FlushRecvQueue(SoftQp* qp);  // a QP entering ERR: flush completions for its RECVs
 // A QP entering RESET: its completions still in its CQs are never polled (as libmlx5's

@@ -71,7 +71,7 @@ void FlushRecvWr(SoftQp* qp, uint64_t wr_id) {
   cqe.status = IBV_WC_WR_FLUSH_ERR;
   cqe.opcode = IBV_WC_RECV;
   cqe.qp_num = qp->ex.qp_base.qp_num;
-  PushCqe(qp->recv_cq->ring, cqe, Runtime::Get()->counters(qp->device_index), false);
+  PushCqe(qp->recv_cq->ring, cqe, qp->device_index, false);
 }
 
 int PostRecvOp(ibv_qp* ibqp, ibv_recv_wr* wr, ibv_recv_wr** bad_wr) {

@@ -95,6 +95,7 @@ bool Runtime::EnsureOwnProcess(std::string* error) {
   stalled_count.store(0);
   progress_thread_started_ = false;
   descriptors.ForgetAfterFork();
+  RenewLaneEpoch();  // the QP caches copied from the parent count in the parent's blocks
   return true;
 }
 

@@ -249,11 +249,10 @@ Outcome ExecuteSend(Runtime* runtime, SoftQp* qp, const WorkRequest& wr, Destina
   Cqe cqe = ReceiveCompletion(fabric, qp, destination.qpn, wqe->wr_id, wr.opcode, wr.imm_data);
   cqe.recv_dequeued = recv_dequeued;
   bool solicited = (wr.send_flags & IBV_SEND_SOLICITED) != 0;
-  CounterBlock& responder_counters = runtime->counters(destination.device);
   if (wr.opcode == IBV_WR_RDMA_WRITE_WITH_IMM) {
     cqe.byte_len = static_cast<uint32_t>(total);
     cqe.status = IBV_WC_SUCCESS;
-    PushCqe(destination.recv_cq, cqe, responder_counters, solicited);
+    PushCqe(destination.recv_cq, cqe, destination.device, solicited);
     return Done(total);
   }
   // SEND: scatter into the responder's buffers, behind a GRH on UD.
@@ -274,7 +273,7 @@ Outcome ExecuteSend(Runtime* runtime, SoftQp* qp, const WorkRequest& wr, Destina
   cqe.opcode = IBV_WC_RECV;
   if (!protection_ok || total + header_bytes > capacity) {
     cqe.status = protection_ok ? IBV_WC_LOC_LEN_ERR : IBV_WC_LOC_PROT_ERR;
-    PushCqe(destination.recv_cq, cqe, responder_counters, solicited);
+    PushCqe(destination.recv_cq, cqe, destination.device, solicited);
     if (!reliable) return Done(0);
     destination.entry->state.store(IBV_QPS_ERR, std::memory_order_release);
     return Fail(protection_ok ? IBV_WC_REM_INV_REQ_ERR : IBV_WC_REM_OP_ERR);
@@ -291,7 +290,7 @@ Outcome ExecuteSend(Runtime* runtime, SoftQp* qp, const WorkRequest& wr, Destina
   CopyPieces(targets, target_count, all_sources, all_count);
   cqe.byte_len = static_cast<uint32_t>(total + header_bytes);
   cqe.status = IBV_WC_SUCCESS;
-  PushCqe(destination.recv_cq, cqe, responder_counters, solicited);
+  PushCqe(destination.recv_cq, cqe, destination.device, solicited);
   return Done(total);
 }
 
@@ -425,8 +424,7 @@ int ValidateWorkRequest(const SoftQp* qp, WorkRequest& wr) {
 
 void CompleteSend(SoftQp* qp, const WorkRequest& wr, uint32_t slot, ibv_wc_status status,
                   uint32_t byte_len) {
-  PushSendCompletion(qp, wr.wr_id, WcOpcode(wr.opcode), status, byte_len, slot,
-                     Runtime::Get()->counters(qp->device_index));
+  PushSendCompletion(qp, wr.wr_id, WcOpcode(wr.opcode), status, byte_len, slot);
 }
 
 // Completion of an executed WR: a CQE when signaled or failed; a failure moves the QP
@@ -547,7 +545,7 @@ int PostSendOp(ibv_qp* ibqp, ibv_send_wr* wr, ibv_send_wr** bad_wr) {
     }
     post_cost.Add(WqeBytes(ModeledShape(qp, w)));
   }
-  if (posted != 0) CountPost(qp, at.lane, post_cost);
+  if (posted != 0) CountPost(qp, at.lane(), post_cost);
   UnlockQpInline(qp);
   return rc;
 }

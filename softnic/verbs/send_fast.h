@@ -24,14 +24,12 @@
 
 namespace softnic {
 
-// What a post looks up once: the runtime, and the calling thread's counter lane.
+// What a post looks up once: the runtime. The calling thread's counter lane is looked up
+// only where a count misses its QP's cached slots (CountFastMessage).
 struct PostContext {
   Runtime* runtime;
-  CounterBlock* lane;  // indexed by device
-  static PostContext OfThisThread() {
-    Runtime* runtime = Runtime::Get();
-    return PostContext{runtime, runtime->lane_counters()};
-  }
+  static PostContext OfThisThread() { return PostContext{Runtime::Get()}; }
+  CounterBlock* lane() const { return runtime->lane_counters(); }  // indexed by device
 };
 
 // Cold (send.cc): translates `key` into `cache` and looks the range up; null if refused.
@@ -71,8 +69,7 @@ uint8_t* TranslateIntoCache(Runtime* runtime, uint32_t device, uint32_t key, uin
 
 // The requester's CQE of a WR, which retires the send queue up to it.
 [[gnu::always_inline]] inline void PushSendCompletion(SoftQp* qp, uint64_t wr_id, ibv_wc_opcode opcode,
-                                                      ibv_wc_status status, uint32_t bytes, uint32_t slot,
-                                                      CounterBlock& counters) {
+                                                      ibv_wc_status status, uint32_t bytes, uint32_t slot) {
   Cqe cqe{};
   cqe.wr_id = wr_id;
   cqe.status = status;
@@ -81,7 +78,7 @@ uint8_t* TranslateIntoCache(Runtime* runtime, uint32_t device, uint32_t key, uin
   cqe.qp_num = qp->ex.qp_base.qp_num;
   cqe.sq_retire = slot;
   cqe.is_send = 1;
-  PushCqe(qp->send_cq->ring, cqe, counters, false);
+  PushCqe(qp->send_cq->ring, cqe, qp->device_index, false);
 }
 
 [[gnu::always_inline]] inline FastResult TryFastWrite(SoftQp* qp, const PostContext& at, uint64_t wr_id,
@@ -110,9 +107,8 @@ uint8_t* TranslateIntoCache(Runtime* runtime, uint32_t device, uint32_t key, uin
   bool signaled = qp->signal_all || (send_flags & IBV_SEND_SIGNALED);
   uint64_t key = qp->write_key_base | sge.length | (inline_data ? shape_key::kInline : 0) |
                  (signaled ? shape_key::kSignaled : 0);
-  CounterBlock& counters = at.lane[qp->device_index];
   uint32_t wqe_bytes = CountFastMessage(
-      key,
+      key, qp->device_index, peer.device,
       [&] {
         model::WrShape wqe;
         wqe.op = model::Opcode::kWrite;
@@ -120,9 +116,9 @@ uint8_t* TranslateIntoCache(Runtime* runtime, uint32_t device, uint32_t key, uin
         wqe.inline_data = inline_data;
         return WqeBytes(wqe);  // RC and UC WRITEs have the same WQE header
       },
-      post == nullptr, qp->shape_cursors.fast_write[signaled], counters, at.lane[peer.device]);
+      post == nullptr, qp->shape_cursors.fast_write[signaled], [&] { return at.lane(); });
   if (post != nullptr) post->Add(wqe_bytes);
-  if (signaled) PushSendCompletion(qp, wr_id, IBV_WC_RDMA_WRITE, IBV_WC_SUCCESS, sge.length, slot, counters);
+  if (signaled) PushSendCompletion(qp, wr_id, IBV_WC_RDMA_WRITE, IBV_WC_SUCCESS, sge.length, slot);
   return FastResult::kDone;
 }
 
@@ -244,9 +240,7 @@ struct UdAddress {
   cqe.recv_dequeued = recv_dequeued;
   cqe.byte_len = static_cast<uint32_t>(needed);
   if (ud && ReceiverSeesGrh(fabric, address.ah)) cqe.wc_flags |= IBV_WC_GRH;
-  CounterBlock& counters = at.lane[qp->device_index];
-  CounterBlock& responder_counters = at.lane[peer->device];
-  PushCqe(peer->recv_cq, cqe, responder_counters, (send_flags & IBV_SEND_SOLICITED) != 0);
+  PushCqe(peer->recv_cq, cqe, peer->device, (send_flags & IBV_SEND_SOLICITED) != 0);
 
   uint32_t slot = ++qp->sq_posted;
   bool signaled = qp->signal_all || (send_flags & IBV_SEND_SIGNALED);
@@ -255,10 +249,11 @@ struct UdAddress {
                  (uint64_t{inline_data} | uint64_t{signaled} << 1 | uint64_t{header_only} << 2 | uint64_t{with_imm} << 3)
                      << shape_key::kFlagsShift;
   uint32_t wqe_bytes =
-      CountFastMessage(key, [&] { return WqeBytes(ModeledShape(qp, opcode, send_flags, sge.length, 1)); },
-                       post == nullptr, qp->shape_cursors.fast_send[signaled], counters, responder_counters);
+      CountFastMessage(key, qp->device_index, peer->device,
+                       [&] { return WqeBytes(ModeledShape(qp, opcode, send_flags, sge.length, 1)); },
+                       post == nullptr, qp->shape_cursors.fast_send[signaled], [&] { return at.lane(); });
   if (post != nullptr) post->Add(wqe_bytes);
-  if (signaled) PushSendCompletion(qp, wr_id, IBV_WC_SEND, IBV_WC_SUCCESS, sge.length, slot, counters);
+  if (signaled) PushSendCompletion(qp, wr_id, IBV_WC_SEND, IBV_WC_SUCCESS, sge.length, slot);
   return FastResult::kDone;
 }
 

@@ -77,7 +77,7 @@ int WrComplete(ibv_qp_ex* ex) {
     rc = SubmitValidatedLocked(qp, wr);
     if (rc == 0) post_cost.Add(WqeBytes(ModeledShape(qp, wr)));
   }
-  if (rc == 0 && batch.count != 0) CountPost(qp, at.lane, post_cost);
+  if (rc == 0 && batch.count != 0) CountPost(qp, at.lane(), post_cost);
   batch.count = 0;
   UnlockQp(qp);
   return rc;

@@ -14,6 +14,7 @@ namespace {
 namespace model = rdmalab::model;
 
 constexpr uint32_t kWrsPerCase = 24;
+constexpr uint32_t kShapeSlotsPerBlock = 12;  // softnic's kShapeSlots (fabric/layout.h)
 constexpr size_t kBufferBytes = 64 * 1024;
 // softnic reports them by the model's names (the names of rdmalab-bench's pcie.modeled).
 constexpr const auto& kModeled = model::kModeledCounterFields;
@@ -77,23 +78,37 @@ model::WrShape ShapeOf(const Case& c, bool signaled) {
   return wr;
 }
 
+// A WR as the model accounts it, and whether it ends its post (the doorbell).
+struct PostedWr {
+  model::WrShape shape;
+  bool ends_post;
+};
+
 class ModeledCounters : public SoftnicTest {
  protected:
-  // The model's accounting of the whole case, per device name (requester on local(),
-  // responder on peer(); one entry when they are the same device).
-  std::map<std::string, model::ModeledCounters> Expected(const Case& c) {
+  std::vector<PostedWr> WrsOf(const Case& c) {
+    std::vector<PostedWr> wrs;
+    for (uint32_t i = 0; i < kWrsPerCase; ++i) {
+      wrs.push_back({ShapeOf(c, (i + 1) % c.signal_every == 0), (i + 1) % c.list_length == 0});
+    }
+    return wrs;
+  }
+
+  // The model's accounting of these WRs, per device name (requester on local(), responder
+  // on peer(); one entry when they are the same device).
+  std::map<std::string, model::ModeledCounters> Expected(const std::vector<PostedWr>& wrs) {
     model::DeviceModel device;
     device.wire.kind = local().roce() ? model::LinkKind::kRoceV2 : model::LinkKind::kIb;
     device.wire.mtu_B = static_cast<uint32_t>(local().active_mtu_bytes());
     model::ModeledCounters requester, responder;
     model::PostAccumulator post;
-    for (uint32_t i = 0; i < kWrsPerCase; ++i) {
-      model::WrShape wr = ShapeOf(c, (i + 1) % c.signal_every == 0);
+    for (const PostedWr& posted : wrs) {
+      const model::WrShape& wr = posted.shape;
       post.Add(wr, device.wqe);
       model::AccountRequesterWr(device, wr, requester);
       model::AccountResponderWr(device, wr, responder);
       model::AccountWire(device, wr, requester, responder);
-      if ((i + 1) % c.list_length == 0) post.Flush(device, requester);
+      if (posted.ends_post) post.Flush(device, requester);
     }
     std::map<std::string, model::ModeledCounters> expected;
     expected[local().name()] = requester;
@@ -102,7 +117,21 @@ class ModeledCounters : public SoftnicTest {
     return expected;
   }
 
+  void ExpectCountersMoved(const nlohmann::json& before, const nlohmann::json& after,
+                           const std::vector<PostedWr>& wrs, const std::string& what) {
+    for (const auto& [device, expected] : Expected(wrs)) {
+      for (const auto& [name, field] : kModeled) {
+        EXPECT_EQ(ModeledOf(after, device, name) - ModeledOf(before, device, name), expected.*field)
+            << what << ": " << device << " " << name;
+      }
+    }
+  }
+
   void PostList(const Case& c, uint32_t first, Buffer& local_buf, Buffer& remote_buf) {
+    PostListOn(pair_, c, first, local_buf, remote_buf);
+  }
+
+  void PostListOn(Pair& pair, const Case& c, uint32_t first, Buffer& local_buf, Buffer& remote_buf) {
     std::vector<ibv_sge> sges(size_t{c.list_length} * c.sges);
     std::vector<ibv_send_wr> wrs(c.list_length);
     const uint32_t per_sge = c.bytes / c.sges;
@@ -125,8 +154,8 @@ class ModeledCounters : public SoftnicTest {
         wr.wr.atomic.rkey = remote_buf.rkey();
         wr.wr.atomic.compare_add = 1;
       } else if (c.type == IBV_QPT_UD) {
-        wr.wr.ud.ah = pair_.a_to_b.get();
-        wr.wr.ud.remote_qpn = pair_.b->qp()->qp_num;
+        wr.wr.ud.ah = pair.a_to_b.get();
+        wr.wr.ud.remote_qpn = pair.b->qp()->qp_num;
         wr.wr.ud.remote_qkey = kQkey;
       } else {
         wr.wr.rdma.remote_addr = remote_buf.addr();
@@ -136,10 +165,10 @@ class ModeledCounters : public SoftnicTest {
     }
     if (!c.wr_api) {
       ibv_send_wr* bad = nullptr;
-      ASSERT_EQ(ibv_post_send(pair_.a->qp(), wrs.data(), &bad), 0) << c.name << " WR " << first;
+      ASSERT_EQ(ibv_post_send(pair.a->qp(), wrs.data(), &bad), 0) << c.name << " WR " << first;
       return;
     }
-    ibv_qp_ex* ex = ibv_qp_to_qp_ex(pair_.a->qp());
+    ibv_qp_ex* ex = ibv_qp_to_qp_ex(pair.a->qp());
     ASSERT_NE(ex, nullptr);
     ibv_wr_start(ex);
     for (const ibv_send_wr& wr : wrs) {
@@ -177,12 +206,7 @@ class ModeledCounters : public SoftnicTest {
       ASSERT_EQ(PollMany(pair_.b->recv_cq(), kWrsPerCase).size(), size_t{kWrsPerCase}) << c.name;
     }
     CONFORMANCE_SETUP(Counters(&after));
-    for (const auto& [device, expected] : Expected(c)) {
-      for (const auto& [name, field] : kModeled) {
-        EXPECT_EQ(ModeledOf(after, device, name) - ModeledOf(before, device, name), expected.*field)
-            << c.name << ": " << device << " " << name;
-      }
-    }
+    ExpectCountersMoved(before, after, WrsOf(c), c.name);
   }
 
   Pair pair_;
@@ -207,6 +231,43 @@ TEST_P(ModeledCounters, EqualTheModelsPerOpAccountingTimesTheOpCount) {
     ASSERT_NO_FATAL_FAILURE(Run(c));
     pair_ = Pair{};
   }
+}
+
+// A QP's fast path keeps the counter slots of its last shape. Another QP of the same thread
+// posting more shapes than a block has slots folds them and gives them other keys; the
+// first QP's next WRs must count in their own shape again, not in a slot now another's.
+TEST_P(ModeledCounters, StayExactWhenAnotherQpsShapesTakeTheSlotsAQpCounted) {
+  const Case steady{"rc-write-inline-32B", IBV_QPT_RC, IBV_WR_RDMA_WRITE, 32, 1, true};
+  constexpr uint32_t kSteadyWrs = 8;
+  constexpr uint32_t kOtherShapes = 2 * kShapeSlotsPerBlock;
+  QpConfig steady_config{.type = IBV_QPT_RC, .send_wr = kWrsPerCase, .recv_wr = 1, .inline_bytes = 32};
+  QpConfig other_config{.type = IBV_QPT_RC, .send_wr = kWrsPerCase, .recv_wr = 1};
+  Pair other;
+  CONFORMANCE_SETUP(MakePair(&pair_, steady_config));
+  CONFORMANCE_SETUP(MakePair(&other, other_config));
+  Buffer local_buf, remote_buf;
+  CONFORMANCE_SETUP(MakeBuffer(&local_buf, local(), kBufferBytes));
+  CONFORMANCE_SETUP(MakeBuffer(&remote_buf, peer(), kBufferBytes));
+  std::vector<PostedWr> posted;
+  auto post_steady = [&] {
+    for (uint32_t i = 0; i < kSteadyWrs; ++i) {
+      ASSERT_NO_FATAL_FAILURE(PostList(steady, i, local_buf, remote_buf));
+      posted.push_back({ShapeOf(steady, true), true});
+    }
+    ASSERT_EQ(PollMany(pair_.a->send_cq(), kSteadyWrs).size(), size_t{kSteadyWrs});
+  };
+  nlohmann::json before, after;
+  CONFORMANCE_SETUP(Counters(&before));
+  ASSERT_NO_FATAL_FAILURE(post_steady());
+  for (uint32_t k = 0; k < kOtherShapes; ++k) {
+    const Case shape{"rc-write-" + std::to_string(100 + k) + "B", IBV_QPT_RC, IBV_WR_RDMA_WRITE, 100 + k};
+    ASSERT_NO_FATAL_FAILURE(PostListOn(other, shape, 0, local_buf, remote_buf));
+    posted.push_back({ShapeOf(shape, true), true});
+    ASSERT_EQ(PollMany(other.a->send_cq(), 1).size(), 1u) << shape.name;
+  }
+  ASSERT_NO_FATAL_FAILURE(post_steady());
+  CONFORMANCE_SETUP(Counters(&after));
+  ExpectCountersMoved(before, after, posted, "steady shape around " + std::to_string(kOtherShapes) + " others");
 }
 
 TEST_P(ModeledCounters, AreReportedWithTheDeviceTheyModel) {
