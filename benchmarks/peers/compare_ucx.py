@@ -7,11 +7,12 @@ repeated --runs times (default 5) in paired rounds (softnic and UCX alternate); 
 median run of each side, the median of the per-round ratios and the ratio of each side's
 best run are reported.
 
-On a VM the two vCPUs' placement on the host changes from minute to minute, and with it
-the cost of every cache line crossing cores (this machine's floor is ~35 or ~220 ns). A
-short cache-line ping-pong on the same two cores before and after every run classes the
-run "near" or "far" (--placement-split-ns); a round counts towards the ratio only when all
-its runs saw one placement, and the ratio is also given per placement.
+On a VM the two vCPUs' placement on the host changes from one run to the next, and with
+it the cost of every cache line crossing cores (this machine's floor is ~15, ~35 or
+~220 ns: two hyperthreads of one core, two cores sharing a cache, or farther). A short
+cache-line ping-pong on the same two cores before and after every run classes the run
+"sibling", "near" or "far" (--placement-bounds-ns); a round counts towards the ratio only
+when all its runs saw one placement, and the ratio is also given per placement.
 
 Prints a table (metric, softnic, ucx, ratios, target, met?) and, with --out FILE, one
 JSON document (schema_version, context with host info and tool versions, every command
@@ -371,18 +372,20 @@ def ratio_of(x: float | None, y: float | None) -> float | None:
 # ---------------------------------------------------------------------------------------
 # Placement: which of the host's cache-line modes a run saw
 
-NEAR, FAR, MIXED = "near", "far", "mixed"
+SIBLING, NEAR, FAR, MIXED = "sibling", "near", "far", "mixed"
+PLACEMENTS = (SIBLING, NEAR, FAR)  # in order of one-way cache-line latency
 
 
-def placement_of(floors_ns: list[float | None], split_ns: float) -> str | None:
-    """The placement the probes around some runs saw: NEAR or FAR when every probe fell on
-    the same side of split_ns, MIXED when they did not or one failed; None when unprobed."""
+def placement_of(floors_ns: list[float | None], bounds_ns: tuple[float, float]) -> str | None:
+    """The placement the probes around some runs saw: SIBLING below bounds_ns[0], NEAR
+    below bounds_ns[1], else FAR, when every probe fell in the same class; MIXED when they
+    did not or one failed; None when unprobed."""
     if not floors_ns:
         return None
     if any(f is None for f in floors_ns):
         return MIXED
-    sides = {NEAR if f < split_ns else FAR for f in floors_ns}
-    return sides.pop() if len(sides) == 1 else MIXED
+    classes = {PLACEMENTS[sum(f >= b for b in bounds_ns)] for f in floors_ns}
+    return classes.pop() if len(classes) == 1 else MIXED
 
 
 def summarize_rounds(rounds: list[dict], key: str) -> dict:
@@ -390,7 +393,7 @@ def summarize_rounds(rounds: list[dict], key: str) -> dict:
     were not probed), overall and per placement; MIXED rounds are counted, not used."""
     usable = [r for r in rounds if r.get(key) is not None and r["placement"] != MIXED]
     by_placement = {}
-    for where in (NEAR, FAR):
+    for where in PLACEMENTS:
         values = [r[key] for r in usable if r["placement"] == where]
         if values:
             by_placement[where] = {"median": statistics.median(values), "rounds": len(values)}
@@ -432,9 +435,10 @@ def main() -> int:
                    help="the LD_PRELOAD shim that measures perftest's ceiling (target null_post_preload)")
     p.add_argument("--perftest-dir", default="/usr/bin")
     p.add_argument("--ucx-perftest", default="/usr/bin/ucx_perftest")
-    p.add_argument("--placement-split-ns", type=float, default=100.0,
-                   help="one-way cache-line latency that separates a near placement of the two cores "
-                        "from a far one (100; this VM's modes are ~35 and ~220 ns)")
+    p.add_argument("--placement-bounds-ns", default="25,100",
+                   help="one-way cache-line latencies that separate the placements of the two cores: "
+                        "sibling hyperthreads, near (a shared cache), far (25,100; this VM's modes are "
+                        "~15, ~35 and ~220 ns)")
     p.add_argument("--only", action="append", default=[], metavar="METRIC",
                    help="measure only this metric (repeatable), e.g. send_rate_32B_ud; default: all")
     a = p.parse_args()
@@ -450,8 +454,13 @@ def main() -> int:
         p.error(f"--cores wants two different cores, got {a.cores!r}")
     if a.runs < 1:
         p.error(f"--runs must be >= 1, got {a.runs}")
-    if a.placement_split_ns <= 0:
-        p.error(f"--placement-split-ns must be > 0, got {a.placement_split_ns}")
+    try:
+        a.placement_bounds_ns = tuple(float(x) for x in a.placement_bounds_ns.split(","))
+    except ValueError:
+        a.placement_bounds_ns = ()
+    if len(a.placement_bounds_ns) != 2 or not 0 < a.placement_bounds_ns[0] < a.placement_bounds_ns[1]:
+        p.error(f"--placement-bounds-ns wants two increasing positive latencies like 25,100, "
+                f"got {a.placement_bounds_ns!r}")
     if "softnic" not in a.skip and not (Path(a.softnic_lib) / "libibverbs.so.1").exists():
         p.error(f"{a.softnic_lib}/libibverbs.so.1 is missing (build softnic, or --skip softnic)")
     if "floor" not in a.skip and not Path(a.cacheline).exists():
@@ -490,7 +499,7 @@ def main() -> int:
                         runner.probe_ns(floors)
                 rounds.append({"ratio": ratio_of(values.get("softnic"), values.get("ucx")),
                                "ceiling_ratio": ratio_of(values.get("softnic"), values.get("ceiling")),
-                               "floors_ns": floors, "placement": placement_of(floors, a.placement_split_ns)})
+                               "floors_ns": floors, "placement": placement_of(floors, a.placement_bounds_ns)})
             best_of = min if m.better == "lower" else max
             for which in sides:
                 if res[which] is not None:
@@ -575,8 +584,9 @@ def main() -> int:
     print()
     print(f"softnic ({a.link}{', SOFTNIC_SINGLE_THREADED=1' if a.single_threaded else ''}) vs UCX {UCX_TLS} (UCT {' '.join(UCX_TRANSPORT)}), "
           f"cores {a.server_core},{a.client_core}, median of {a.runs} runs; ratio: median of the "
-          f"ratios of the rounds whose runs all saw one placement (near/far: cache-line floor below/above "
-          f"{a.placement_split_ns:.0f} ns){'' if probe else ' (not probed: --skip floor)'}; best-run ratio: "
+          f"ratios of the rounds whose runs all saw one placement (sibling/near/far: cache-line floor "
+          f"below {a.placement_bounds_ns[0]:.0f}, below {a.placement_bounds_ns[1]:.0f}, above)"
+          f"{'' if probe else ' (not probed: --skip floor)'}; best-run ratio: "
           f"each side's best run")
     print_table(rows)
 
@@ -595,7 +605,7 @@ def main() -> int:
                 "tools": tool_versions(),
                 "cores": {"server": a.server_core, "client": a.client_core},
                 "runs": a.runs,
-                "placement_split_ns": a.placement_split_ns if probe else None,
+                "placement_bounds_ns": list(a.placement_bounds_ns) if probe else None,
                 "lat_iters": a.lat_iters,
                 "bw_iters": a.bw_iters,
                 "softnic": {"library_dir": a.softnic_lib, "link": a.link, "fabric": runner.fabric,

@@ -76,12 +76,15 @@ def test_bench_rate_without_a_table_is_a_parse_error():
         c.bench_rate_mops("rdmalab-bench: error: --timeout 60 s passed\n")
 
 
-def test_placement_is_the_side_of_the_split_every_probe_saw():
-    assert c.placement_of([34.0, 36.5, 40.0], 100.0) == c.NEAR
-    assert c.placement_of([220.0, 214.0], 100.0) == c.FAR
-    assert c.placement_of([35.0, 220.0], 100.0) == c.MIXED
-    assert c.placement_of([35.0, None], 100.0) == c.MIXED
-    assert c.placement_of([], 100.0) is None
+def test_placement_is_the_class_every_probe_saw():
+    bounds = (25.0, 100.0)
+    assert c.placement_of([34.0, 36.5, 40.0], bounds) == c.NEAR
+    assert c.placement_of([15.0, 14.2], bounds) == c.SIBLING
+    assert c.placement_of([220.0, 214.0], bounds) == c.FAR
+    assert c.placement_of([35.0, 220.0], bounds) == c.MIXED
+    assert c.placement_of([37.0, 15.0], bounds) == c.MIXED
+    assert c.placement_of([35.0, None], bounds) == c.MIXED
+    assert c.placement_of([], bounds) is None
 
 
 def test_rounds_that_moved_are_counted_not_used():
