@@ -275,29 +275,34 @@ class Runner:
         record["runs"].append(value)
         return value
 
-    def probe_ns(self, record: list) -> float | None:
-        """One short cache-line ping-pong on the run's two cores: the placement right now."""
-        argv = [self.a.cacheline, "--cores", f"{self.a.server_core},{self.a.client_core}",
-                "--rounds", "101", "--batch", "200", "--json"]
+    def cacheline_argv(self, *extra: str) -> list[str]:
+        return [self.a.cacheline, "--cores", f"{self.a.server_core},{self.a.client_core}", *extra, "--json"]
+
+    def cacheline_ns(self, argv: list[str]) -> float:
+        """One cache-line ping-pong run's one-way median (ns); ParseError if it failed."""
         r = pairrun.run_one(argv, os.environ, PAIR_TIMEOUT_S)
         try:
-            value = json.loads(r.output)["one_way_ns_median"] if r.returncode == 0 else None
-        except (ValueError, KeyError):
-            value = None
-        record.append(value)
-        return value
+            if r.returncode != 0:
+                raise ParseError(f"exit code {r.returncode}")
+            return json.loads(r.output)["one_way_ns_median"]
+        except (ParseError, ValueError, KeyError) as e:
+            raise ParseError(f"{' '.join(argv)}: {e}\n{r.output}") from e
+
+    def probe_ns(self) -> float | None:
+        """A short ping-pong on the run's two cores: the placement right now (None if it failed)."""
+        try:
+            return self.cacheline_ns(self.cacheline_argv("--rounds", "101", "--batch", "200"))
+        except ParseError:
+            return None
 
     def floor(self) -> dict:
-        argv = [self.a.cacheline, "--cores", f"{self.a.server_core},{self.a.client_core}", "--json"]
+        argv = self.cacheline_argv()
         values, errors = [], []
         for _ in range(self.a.runs):
-            r = pairrun.run_one(argv, os.environ, PAIR_TIMEOUT_S)
             try:
-                if r.returncode != 0:
-                    raise ParseError(f"exit code {r.returncode}")
-                values.append(json.loads(r.output)["one_way_ns_median"] / 1000.0)
-            except (ParseError, ValueError, KeyError) as e:
-                errors.append(f"{' '.join(argv)}: {e}\n{r.output}")
+                values.append(self.cacheline_ns(argv) / 1000.0)
+            except ParseError as e:
+                errors.append(str(e))
         return {"median": statistics.median(values) if values else None,
                 "best": min(values) if values else None, "runs": values,
                 "commands": {"single": argv}, "errors": errors}
@@ -454,13 +459,14 @@ def main() -> int:
         p.error(f"--cores wants two different cores, got {a.cores!r}")
     if a.runs < 1:
         p.error(f"--runs must be >= 1, got {a.runs}")
+    bounds_text = a.placement_bounds_ns
     try:
-        a.placement_bounds_ns = tuple(float(x) for x in a.placement_bounds_ns.split(","))
+        a.placement_bounds_ns = tuple(float(x) for x in bounds_text.split(","))
     except ValueError:
         a.placement_bounds_ns = ()
     if len(a.placement_bounds_ns) != 2 or not 0 < a.placement_bounds_ns[0] < a.placement_bounds_ns[1]:
-        p.error(f"--placement-bounds-ns wants two increasing positive latencies like 25,100, "
-                f"got {a.placement_bounds_ns!r}")
+        p.error(f"--placement-bounds-ns wants two increasing positive latencies in ns like 25,100, "
+                f"got {bounds_text!r}")
     if "softnic" not in a.skip and not (Path(a.softnic_lib) / "libibverbs.so.1").exists():
         p.error(f"{a.softnic_lib}/libibverbs.so.1 is missing (build softnic, or --skip softnic)")
     if "floor" not in a.skip and not Path(a.cacheline).exists():
@@ -489,14 +495,14 @@ def main() -> int:
                 order = tuple(sides) if round_index % 2 == 0 else tuple(reversed(sides))
                 values, floors = {}, []
                 if probe:
-                    runner.probe_ns(floors)
+                    floors.append(runner.probe_ns())
                 for which in order:
                     if res.get(which) is None:
                         continue
                     print(f"  measuring {m.id} on {which} (round {round_index + 1})", file=sys.stderr, flush=True)
                     values[which] = runner.measure_once(which, sides[which], res[which])
                     if probe:
-                        runner.probe_ns(floors)
+                        floors.append(runner.probe_ns())
                 rounds.append({"ratio": ratio_of(values.get("softnic"), values.get("ucx")),
                                "ceiling_ratio": ratio_of(values.get("softnic"), values.get("ceiling")),
                                "floors_ns": floors, "placement": placement_of(floors, a.placement_bounds_ns)})
