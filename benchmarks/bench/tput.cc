@@ -142,6 +142,8 @@ class TputRun {
   void PrepareBatch(ActiveThread& thread, const Target& target, std::uint32_t size, int count);
   void PostBatch(ActiveThread& thread, Target& target, SendQueue& queue, std::uint32_t size, int count,
                  bool force_signal, bool measuring, std::uint64_t& rng);
+  void PostSinglesUntilFull(ActiveThread& thread, Target& target, SendQueue& queue, std::uint32_t size,
+                            std::uint64_t window, bool measuring);
   void AddressKeyedRead(ActiveThread& thread, const Target& target, std::uint32_t size, ibv_send_wr& wr);
   void AddressAtomic(ActiveThread& thread, const Target& target, std::uint8_t* local, ibv_send_wr& wr,
                      std::uint64_t& rng);
@@ -510,6 +512,68 @@ void TputRun::AddressAtomic(ActiveThread& thread, const Target& target, std::uin
   if (measuring) target.measured_posts += static_cast<std::uint64_t>(count);
 }
 
+// The usual rate test, one WRITE or SEND per post, as a loop of its own that fills the
+// window: what changes from WR to WR (slot, countdown to the next signal, id, addresses)
+// lives in registers across the provider's call, where PostBatch reloads it from the run's
+// structures after every post. The same WRs as PostBatch with a list of one, at about half
+// its instructions per WR, so that the benchmark's share does not set the rate.
+[[gnu::noinline]] void TputRun::PostSinglesUntilFull(ActiveThread& thread, Target& target, SendQueue& queue,
+                                                     std::uint32_t size, std::uint64_t window, bool measuring) {
+  if (queue.posted - queue.retired >= window) return;
+  if (thread.prepared.target != &target || thread.prepared.size != size || thread.prepared.count != 1) {
+    PrepareBatch(thread, target, size, 1);
+  }
+  const PreparedBatch& prepared = thread.prepared;
+  const TscClock& clock = session_.clock();
+  const std::uint32_t cq_mod = static_cast<std::uint32_t>(session_.options().cq_mod);
+  const std::uint32_t slots = plan_.slots_per_lane;
+  const std::uint64_t local_stride = plan_.local_stride;
+  const std::uint64_t remote_stride = plan_.slot_bytes;
+  const std::uint64_t local_base = reinterpret_cast<std::uintptr_t>(prepared.local_lane);
+  const std::uint64_t remote_base = prepared.remote_base;
+  const std::uint32_t tag_base = prepared.tag_base;
+  const unsigned inline_flag = prepared.inline_flag;
+  const bool write = plan_.kind == VerbKind::kWrite;
+  const bool has_sge = prepared.sge_count == 1;
+  const std::uint64_t tsc_mask = queue.signaled_post_tsc.size() - 1;
+  std::uint64_t* const signaled_post_tsc = queue.signaled_post_tsc.data();
+  ibv_send_wr& wr = thread.wrs[0];
+  ibv_sge* const sge = wr.sg_list;
+  ibv_qp* const qp = queue.qp;
+  const std::uint64_t first_posted = queue.posted;
+  const std::uint64_t end = queue.retired + window;
+  const std::uint64_t id_of_queue = std::uint64_t{target.queue} << 48;
+  std::uint64_t posted = first_posted;
+  std::uint64_t signals_posted = queue.signals_posted;
+  std::uint32_t slot = queue.next_slot;
+  std::uint32_t until_signal = queue.until_signal;
+  do {
+    wr.wr_id = id_of_queue | (posted + 1);
+    wr.send_flags = inline_flag;
+    if (--until_signal == 0) {
+      until_signal = cq_mod;
+      wr.send_flags = inline_flag | IBV_SEND_SIGNALED;
+      signaled_post_tsc[signals_posted++ & tsc_mask] = measuring ? clock.Now() : 0;
+    }
+    if (has_sge) sge->addr = local_base + std::uint64_t{slot} * local_stride;
+    if (write) {
+      wr.wr.rdma.remote_addr = remote_base + std::uint64_t{slot} * remote_stride;
+    } else {
+      wr.imm_data = tag_base + slot;
+    }
+    slot = slot + 1 == slots ? 0 : slot + 1;
+    ibv_send_wr* bad = nullptr;
+    const int error_number = ibv_post_send(qp, &wr, &bad);
+    if (error_number != 0) Fail("ibv_post_send of 1 WR on QP ", qp->qp_num, ": ", std::strerror(error_number));
+    ++posted;
+  } while (posted != end);
+  queue.posted = posted;
+  queue.signals_posted = signals_posted;
+  queue.next_slot = slot;
+  queue.until_signal = until_signal;
+  if (measuring) target.measured_posts += posted - first_posted;
+}
+
 void TputRun::LearnCasResults(ActiveThread& thread, std::size_t queue, std::uint64_t from, std::uint64_t upto) {
   // WRs of one QP complete in order, so every CAS up to `upto` has written its result.
   // Slots restart at 0 with each payload size (PostBatch's next_slot).
@@ -575,6 +639,8 @@ void TputRun::RunActive(ActiveThread& thread, int index, std::uint32_t size) {
   std::size_t next_target = 0;
   const std::size_t targets = thread.targets.size();
   const bool random_targets = o.direction == "alltoall";
+  const bool single_posts = post_list == 1 && o.sge == 1 && !random_targets &&
+                            (plan_.kind == VerbKind::kWrite || plan_.kind == VerbKind::kSend);
   for (;;) {
     // Fill windows before polling (as perftest does): one poll per many posts when
     // signaling is selective. Random targets (all-to-all) change with every batch.
@@ -583,6 +649,10 @@ void TputRun::RunActive(ActiveThread& thread, int index, std::uint32_t size) {
       next_target = next_target + 1 == targets ? 0 : next_target + 1;
       Target& target = thread.targets[pick];
       SendQueue& queue = thread.queues[target.queue];
+      if (single_posts) {
+        PostSinglesUntilFull(thread, target, queue, size, window, measuring);
+        continue;
+      }
       do {
         if (queue.posted - queue.retired + static_cast<std::uint64_t>(post_list) > window) break;
         PostBatch(thread, target, queue, size, post_list, false, measuring, rng);
