@@ -182,6 +182,17 @@ struct FastMessageSlots {
   ShapeCount* responder = nullptr;
   ShapeCount* post = nullptr;
   uint32_t wqe_bytes = 0;  // the modeled WQE of this shape (a function of the key)
+
+  // Whether these slots count `requester_key` towards `responder_device` for this thread.
+  [[gnu::always_inline]] bool Hold(uint64_t requester_key, uint32_t to_device) const {
+    return key == requester_key && lane_epoch == LaneEpoch() && responder_device == to_device;
+  }
+  // Counts one message of the shape they hold, and its post when it is the whole post.
+  [[gnu::always_inline]] void Bump(bool whole_post) {
+    softnic::Bump(requester);
+    softnic::Bump(responder);
+    if (whole_post) softnic::Bump(post);
+  }
 };
 
 // The cursors of one QP: the requester side per `signaled` (streams alternate between the
@@ -209,16 +220,12 @@ template <typename WqeBytesOf, typename LaneOf>
 [[gnu::always_inline]] inline uint32_t CountFastMessage(uint64_t requester_key, uint32_t requester_device,
                                                         uint32_t responder_device, WqeBytesOf&& wqe_bytes_of,
                                                         bool whole_post, FastMessageSlots& slots, LaneOf&& lane_of) {
-  if (__builtin_expect(slots.key != requester_key || slots.lane_epoch != LaneEpoch() ||
-                           slots.responder_device != responder_device,
-                       0)) {
+  if (__builtin_expect(!slots.Hold(requester_key, responder_device), 0)) {
     uint32_t wqe_bytes = wqe_bytes_of();
     CountFastMessageSlow(requester_key, wqe_bytes, whole_post, slots, lane_of(), requester_device, responder_device);
     return wqe_bytes;
   }
-  Bump(slots.requester);
-  Bump(slots.responder);
-  if (whole_post) Bump(slots.post);
+  slots.Bump(whole_post);
   return slots.wqe_bytes;
 }
 

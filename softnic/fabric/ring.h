@@ -202,7 +202,7 @@ class Ring {
   // consumer and producer tore: the claim then fails and what it read is dropped, so take
   // must only read the payload and keep what it read until the claim succeeds.
   template <typename Take>
-  PopResult TryPopIf(uint64_t* dequeued, Take&& take) {
+  [[gnu::always_inline]] PopResult TryPopIf(uint64_t* dequeued, Take&& take) {
     uint64_t pos = header_->dequeue_pos.load(std::memory_order_relaxed);
     for (;;) {
       RingSlot* slot = Slot(pos & mask_);
@@ -230,7 +230,7 @@ class Ring {
 
   // Starts loading the slot the next pop reads: a sender taking one RECV per message hides
   // the cross-core transfer of the next WQE behind its current one.
-  void PrefetchHead() const {
+  [[gnu::always_inline]] void PrefetchHead() const {
     __builtin_prefetch(Slot(header_->dequeue_pos.load(std::memory_order_relaxed) & mask_));
   }
 

@@ -300,6 +300,9 @@ class Runtime {
     return ready != nullptr ? ready : GetSlow(error);
   }
 
+  // The runtime once created, else null: for hot paths that hand anything else to a slower one.
+  static Runtime* IfReady() { return ready_.load(std::memory_order_acquire); }
+
   FabricHeader* fabric() const { return fabric_.header(); }
   const std::string& directory() const { return fabric_.directory(); }
   const ProcessAttachment& self() const { return self_; }
@@ -446,8 +449,13 @@ bool FinishPushCqe(bool pushed, Ring& ring, bool failed, uint32_t device, bool s
   __atomic_store_n(&words[6], cqe.recv_dequeued, __ATOMIC_RELAXED);
 }
 
+// PushCqe's part without a call: false when the CQ is full (an overrun).
+[[gnu::always_inline]] inline bool TryPushCqe(Ring& ring, const Cqe& cqe) {
+  return ring.TryPush([&](void* payload) __attribute__((always_inline)) { StoreCqe(payload, cqe); });
+}
+
 [[gnu::always_inline]] inline bool PushCqe(Ring& ring, const Cqe& cqe, uint32_t device, bool solicited) {
-  bool pushed = ring.TryPush([&](void* payload) __attribute__((always_inline)) { StoreCqe(payload, cqe); });
+  bool pushed = TryPushCqe(ring, cqe);
   if (__builtin_expect(pushed && ring.header()->channel_id == 0, 1)) return true;
   return FinishPushCqe(pushed, ring, cqe.status != IBV_WC_SUCCESS, device, solicited);
 }

@@ -495,21 +495,26 @@ WorkRequest FromSendWr(const ibv_send_wr* wr) {
   return w;
 }
 
+// A UD SEND's destination as its WR names it; none on a connected QP.
+[[gnu::always_inline]] inline UdAddress UdAddressOf(const ibv_qp* qp, const ibv_send_wr& wr) {
+  if (qp->qp_type != IBV_QPT_UD) return UdAddress{};
+  return UdAddress{wr.wr.ud.ah ? ToSoft(wr.wr.ud.ah) : nullptr, wr.wr.ud.remote_qpn, wr.wr.ud.remote_qkey};
+}
+
 [[gnu::always_inline]] inline bool PostedFast(SoftQp* qp, const PostContext& at, bool ud, const ibv_send_wr* wr,
                                               PostCost* post_cost) {
   if (wr->num_sge != 1) return false;
   if (wr->opcode == IBV_WR_SEND || wr->opcode == IBV_WR_SEND_WITH_IMM) {
-    UdAddress address{};
-    if (ud) address = UdAddress{wr->wr.ud.ah ? ToSoft(wr->wr.ud.ah) : nullptr, wr->wr.ud.remote_qpn, wr->wr.ud.remote_qkey};
-    return TryFastSend(qp, at, wr->wr_id, wr->opcode, wr->send_flags, wr->imm_data, wr->sg_list[0], address,
-                       post_cost) == FastResult::kDone;
+    return TryFastSend(qp, at, wr->wr_id, wr->opcode, wr->send_flags, wr->imm_data, wr->sg_list[0],
+                       UdAddressOf(&qp->ex.qp_base, *wr), post_cost) == FastResult::kDone;
   }
   return wr->opcode == IBV_WR_RDMA_WRITE && !ud &&
          TryFastWrite(qp, at, wr->wr_id, wr->send_flags, wr->sg_list[0], wr->wr.rdma.remote_addr,
                       wr->wr.rdma.rkey, post_cost) == FastResult::kDone;
 }
 
-int PostSendOp(ibv_qp* ibqp, ibv_send_wr* wr, ibv_send_wr** bad_wr) {
+// Every post but a cached WRITE's.
+[[gnu::noinline]] int PostSendGeneral(ibv_qp* ibqp, ibv_send_wr* wr, ibv_send_wr** bad_wr) {
   SoftQp* qp = ToSoft(ibqp);
   bool ud = ibqp->qp_type == IBV_QPT_UD;
   PostContext at = PostContext::OfThisThread();
@@ -548,6 +553,61 @@ int PostSendOp(ibv_qp* ibqp, ibv_send_wr* wr, ibv_send_wr** bad_wr) {
   if (posted != 0) CountPost(qp, at.lane(), post_cost);
   UnlockQpInline(qp);
   return rc;
+}
+
+// Runs a fast path for one WR under the QP's lock, or without it where mlx5 would skip it
+// too (SOFTNIC_SINGLE_THREADED with the progress thread off the QP); `stalled` when the QP
+// is stalled, since its WR must then queue behind the stalled ones.
+template <typename Result, typename FastPath>
+[[gnu::always_inline]] inline Result PostExclusively(SoftQp* qp, const Runtime& runtime, Result stalled,
+                                                     FastPath&& fast_path) {
+  if (runtime.single_threaded() && !qp->shared_with_progress.load(std::memory_order_acquire)) return fast_path();
+  LockQpInline(qp);
+  Result result = qp->stall == StallReason::kNone ? fast_path() : stalled;
+  UnlockQpInline(qp);
+  return result;
+}
+
+// One SEND: TryFastSend's checks and delivery in a function of their own.
+[[gnu::noinline]] int PostSingleSend(ibv_qp* ibqp, ibv_send_wr* wr, ibv_send_wr** bad_wr) {
+  SoftQp* qp = ToSoft(ibqp);
+  PostContext at = PostContext::OfThisThread();
+  FastResult result = PostExclusively(qp, *at.runtime, FastResult::kSlowPath, [&] __attribute__((always_inline)) {
+    return TryFastSendInline(qp, at, wr->wr_id, wr->opcode, wr->send_flags, wr->imm_data, wr->sg_list[0],
+                             UdAddressOf(ibqp, *wr), nullptr);
+  });
+  return result == FastResult::kDone ? 0 : PostSendGeneral(ibqp, wr, bad_wr);
+}
+
+// The cold end of a cached WRITE whose CQE found its CQ full or with a completion channel.
+[[gnu::noinline]] int FinishCachedWriteCompletion(SoftQp* qp, bool pushed) {
+  FinishPushCqe(pushed, qp->send_cq->ring, false, qp->device_index, false);
+  return 0;
+}
+
+// One WR: a WRITE takes PostCachedWrite, a SEND PostSingleSend; a miss, and everything
+// else, takes the general path, which also fills the caches (as tail calls, so that a
+// WRITE's post builds no frame).
+int PostSendOp(ibv_qp* ibqp, ibv_send_wr* wr, ibv_send_wr** bad_wr) {
+  SoftQp* qp = ToSoft(ibqp);
+  Runtime* runtime = Runtime::IfReady();
+  if (runtime != nullptr && wr != nullptr && wr->next == nullptr && wr->num_sge == 1) {
+    bool ud = ibqp->qp_type == IBV_QPT_UD;
+    if (wr->opcode == IBV_WR_RDMA_WRITE && !ud) {
+      CachedWrite result = PostExclusively(qp, *runtime, CachedWrite::kNotTaken, [&] __attribute__((always_inline)) {
+        return PostCachedWrite(qp, *runtime->fabric(), *wr);
+      });
+      switch (result) {
+        case CachedWrite::kDone: return 0;
+        case CachedWrite::kCqFull: return FinishCachedWriteCompletion(qp, false);
+        case CachedWrite::kCqWithChannel: return FinishCachedWriteCompletion(qp, true);
+        case CachedWrite::kNotTaken: break;
+      }
+    } else if (wr->opcode == IBV_WR_SEND || wr->opcode == IBV_WR_SEND_WITH_IMM) {
+      return PostSingleSend(ibqp, wr, bad_wr);
+    }
+  }
+  return PostSendGeneral(ibqp, wr, bad_wr);
 }
 
 }  // namespace

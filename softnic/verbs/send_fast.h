@@ -68,8 +68,8 @@ uint8_t* TranslateIntoCache(Runtime* runtime, uint32_t device, uint32_t key, uin
 }
 
 // The requester's CQE of a WR, which retires the send queue up to it.
-[[gnu::always_inline]] inline void PushSendCompletion(SoftQp* qp, uint64_t wr_id, ibv_wc_opcode opcode,
-                                                      ibv_wc_status status, uint32_t bytes, uint32_t slot) {
+[[gnu::always_inline]] inline Cqe SendCompletion(const SoftQp* qp, uint64_t wr_id, ibv_wc_opcode opcode,
+                                                 ibv_wc_status status, uint32_t bytes, uint32_t slot) {
   Cqe cqe{};
   cqe.wr_id = wr_id;
   cqe.status = status;
@@ -78,7 +78,27 @@ uint8_t* TranslateIntoCache(Runtime* runtime, uint32_t device, uint32_t key, uin
   cqe.qp_num = qp->ex.qp_base.qp_num;
   cqe.sq_retire = slot;
   cqe.is_send = 1;
-  PushCqe(qp->send_cq->ring, cqe, qp->device_index, false);
+  return cqe;
+}
+[[gnu::always_inline]] inline void PushSendCompletion(SoftQp* qp, uint64_t wr_id, ibv_wc_opcode opcode,
+                                                      ibv_wc_status status, uint32_t bytes, uint32_t slot) {
+  PushCqe(qp->send_cq->ring, SendCompletion(qp, wr_id, opcode, status, bytes, slot), qp->device_index, false);
+}
+
+// The checks of a fast WRITE on `qp`'s side and its peer's: the QP posts fast, the peer is
+// resolved, alive, ready and enables remote writes.
+[[gnu::always_inline]] inline bool WriteGoesFast(const SoftQp* qp, const FabricHeader& fabric, bool inline_data,
+                                                 uint32_t bytes) {
+  const Destination& peer = qp->connected;
+  // Eligible only when the general engine has already resolved this peer.
+  return peer.entry != nullptr && QpPostsFast(qp, fabric, inline_data, bytes) && PeerReceives(fabric, peer) &&
+         (peer.entry->qp_access_flags.load(std::memory_order_acquire) & IBV_ACCESS_REMOTE_WRITE) != 0;
+}
+
+// The requester key of a WRITE of `bytes` on `qp` (accounting.h).
+[[gnu::always_inline]] inline uint64_t FastWriteKey(const SoftQp* qp, uint32_t bytes, bool inline_data,
+                                                    bool signaled) {
+  return qp->write_key_base | bytes | (inline_data ? shape_key::kInline : 0) | (signaled ? shape_key::kSignaled : 0);
 }
 
 [[gnu::always_inline]] inline FastResult TryFastWrite(SoftQp* qp, const PostContext& at, uint64_t wr_id,
@@ -87,15 +107,10 @@ uint8_t* TranslateIntoCache(Runtime* runtime, uint32_t device, uint32_t key, uin
   const FabricHeader& fabric = *at.runtime->fabric();
   Destination& peer = qp->connected;
   bool inline_data = (send_flags & IBV_SEND_INLINE) != 0;
-  // Eligible only when the general engine has already resolved this peer.
-  if (peer.entry == nullptr || !QpPostsFast(qp, fabric, inline_data, sge.length) || !PeerReceives(fabric, peer) ||
-      (peer.entry->qp_access_flags.load(std::memory_order_acquire) & IBV_ACCESS_REMOTE_WRITE) == 0) {
-    return FastResult::kSlowPath;
-  }
-  const QpEntry& entry = *peer.entry;
+  if (!WriteGoesFast(qp, fabric, inline_data, sge.length)) return FastResult::kSlowPath;
   uint8_t* remote = LookupKey(qp->remote_key, rkey, remote_addr, sge.length);
   if (__builtin_expect(remote == nullptr, 0)) {
-    remote = TranslateIntoCache(at.runtime, peer.device, rkey, IBV_ACCESS_REMOTE_WRITE, entry.pd_id, false,
+    remote = TranslateIntoCache(at.runtime, peer.device, rkey, IBV_ACCESS_REMOTE_WRITE, peer.entry->pd_id, false,
                                 &qp->remote_key, remote_addr, sge.length);
     if (remote == nullptr) return FastResult::kSlowPath;
   }
@@ -105,10 +120,8 @@ uint8_t* TranslateIntoCache(Runtime* runtime, uint32_t device, uint32_t key, uin
 
   uint32_t slot = ++qp->sq_posted;
   bool signaled = qp->signal_all || (send_flags & IBV_SEND_SIGNALED);
-  uint64_t key = qp->write_key_base | sge.length | (inline_data ? shape_key::kInline : 0) |
-                 (signaled ? shape_key::kSignaled : 0);
   uint32_t wqe_bytes = CountFastMessage(
-      key, qp->device_index, peer.device,
+      FastWriteKey(qp, sge.length, inline_data, signaled), qp->device_index, peer.device,
       [&] {
         model::WrShape wqe;
         wqe.op = model::Opcode::kWrite;
@@ -120,6 +133,46 @@ uint8_t* TranslateIntoCache(Runtime* runtime, uint32_t device, uint32_t key, uin
   if (post != nullptr) post->Add(wqe_bytes);
   if (signaled) PushSendCompletion(qp, wr_id, IBV_WC_RDMA_WRITE, IBV_WC_SUCCESS, sge.length, slot);
   return FastResult::kDone;
+}
+
+// How a post of one WRITE through PostCachedWrite ended.
+enum class CachedWrite : uint8_t {
+  kNotTaken,      // nothing done: a check failed or a cache missed (the general path takes it)
+  kDone,
+  kCqFull,        // done but for its CQE: an overrun to report (FinishPushCqe)
+  kCqWithChannel, // done; the CQ has a completion channel, which FinishPushCqe may wake
+};
+
+// A post of one small WRITE whose every cache holds (peer, keys, counter slots), by a thread
+// that needs no lock for the QP: TryFastWrite's checks, each a load and a compare, and no
+// call, so that the provider's post saves no registers and builds no frame per WR. It
+// decides everything before the first store: a miss returns kNotTaken with nothing done.
+[[gnu::always_inline]] inline CachedWrite PostCachedWrite(SoftQp* qp, const FabricHeader& fabric,
+                                                          const ibv_send_wr& wr) {
+  const ibv_sge& sge = wr.sg_list[0];
+  uint32_t bytes = sge.length;
+  uint32_t send_flags = wr.send_flags;
+  bool inline_data = (send_flags & IBV_SEND_INLINE) != 0;
+  // Larger copies call memcpy: TryFastWrite's.
+  if (bytes > kSmallCopyBytes || !WriteGoesFast(qp, fabric, inline_data, bytes)) return CachedWrite::kNotTaken;
+  uint8_t* remote = LookupKey(qp->remote_key, wr.wr.rdma.rkey, wr.wr.rdma.remote_addr, bytes);
+  const uint8_t* source = inline_data ? reinterpret_cast<const uint8_t*>(sge.addr)
+                                      : LookupKey(qp->local_key, sge.lkey, sge.addr, bytes);
+  bool signaled = qp->signal_all || (send_flags & IBV_SEND_SIGNALED);
+  FastMessageSlots& slots = qp->shape_cursors.fast_write[signaled];
+  if (remote == nullptr || source == nullptr ||
+      !slots.Hold(FastWriteKey(qp, bytes, inline_data, signaled), qp->connected.device)) {
+    return CachedWrite::kNotTaken;
+  }
+  if (bytes != 0) CopyOrderedSingle(remote, source, bytes);
+  uint32_t slot = ++qp->sq_posted;
+  slots.Bump(true);
+  if (!signaled) return CachedWrite::kDone;
+  Ring& ring = qp->send_cq->ring;
+  if (!TryPushCqe(ring, SendCompletion(qp, wr.wr_id, IBV_WC_RDMA_WRITE, IBV_WC_SUCCESS, bytes, slot))) {
+    return CachedWrite::kCqFull;
+  }
+  return ring.header()->channel_id == 0 ? CachedWrite::kDone : CachedWrite::kCqWithChannel;
 }
 
 // The GRH of every UD message from `source_device` to `destination_device`, but its length.
@@ -173,10 +226,12 @@ struct UdAddress {
   uint32_t remote_qkey;
 };
 
-// Out of line: inlined, its frame (two CQEs, the GRH) would weigh on every WRITE's post.
-[[gnu::noinline]] inline FastResult TryFastSend(SoftQp* qp, const PostContext& at, uint64_t wr_id,
-                                                     ibv_wr_opcode opcode, uint32_t send_flags, uint32_t imm_data,
-                                                     const ibv_sge& sge, const UdAddress& address, PostCost* post) {
+// Inline only where a post of one SEND has a function of its own (send.cc): elsewhere
+// TryFastSend, out of line, since its frame (two CQEs, the GRH) would weigh on every WRITE's post.
+[[gnu::always_inline]] inline FastResult TryFastSendInline(SoftQp* qp, const PostContext& at, uint64_t wr_id,
+                                                           ibv_wr_opcode opcode, uint32_t send_flags,
+                                                           uint32_t imm_data, const ibv_sge& sge,
+                                                           const UdAddress& address, PostCost* post) {
   const FabricHeader& fabric = *at.runtime->fabric();
   bool ud = qp->ex.qp_base.qp_type == IBV_QPT_UD;
   bool inline_data = (send_flags & IBV_SEND_INLINE) != 0;
@@ -208,7 +263,7 @@ struct UdAddress {
   uint64_t needed = sge.length + header_bytes;
   uint8_t* target = nullptr;
   uint64_t recv_wr_id = 0;
-  auto take_if_it_holds_the_message = [&](const void* payload) {
+  auto take_if_it_holds_the_message = [&](const void* payload) __attribute__((always_inline)) {
     const auto* wqe = static_cast<const RecvWqe*>(payload);
     ibv_sge buffer;
     std::memcpy(&buffer, &wqe->sge[0], sizeof(buffer));
@@ -255,6 +310,12 @@ struct UdAddress {
   if (post != nullptr) post->Add(wqe_bytes);
   if (signaled) PushSendCompletion(qp, wr_id, IBV_WC_SEND, IBV_WC_SUCCESS, sge.length, slot);
   return FastResult::kDone;
+}
+
+[[gnu::noinline]] inline FastResult TryFastSend(SoftQp* qp, const PostContext& at, uint64_t wr_id,
+                                                ibv_wr_opcode opcode, uint32_t send_flags, uint32_t imm_data,
+                                                const ibv_sge& sge, const UdAddress& address, PostCost* post) {
+  return TryFastSendInline(qp, at, wr_id, opcode, send_flags, imm_data, sge, address, post);
 }
 
 }  // namespace softnic
