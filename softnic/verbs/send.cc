@@ -513,23 +513,13 @@ WorkRequest FromSendWr(const ibv_send_wr* wr) {
                       wr->wr.rdma.rkey, post_cost) == FastResult::kDone;
 }
 
-// Every post but a cached WRITE's.
+// Lists, and the single WRs PostSendOp's fast paths left (a miss of PostCachedWrite, whose
+// caches TryFastWrite fills here; a stalled QP; READs, atomics, several SGEs), under the
+// QP's lock: each WR tries the fast paths, else the general engine.
 [[gnu::noinline]] int PostSendGeneral(ibv_qp* ibqp, ibv_send_wr* wr, ibv_send_wr** bad_wr) {
   SoftQp* qp = ToSoft(ibqp);
   bool ud = ibqp->qp_type == IBV_QPT_UD;
   PostContext at = PostContext::OfThisThread();
-  if (wr != nullptr && wr->next == nullptr) {  // one WR: the fast path counts the whole post
-    // Single-threaded: with the progress thread off this QP, nobody else touches it, and
-    // the fast path never stalls it.
-    if (at.runtime->single_threaded() && !qp->shared_with_progress.load(std::memory_order_acquire)) {
-      if (PostedFast(qp, at, ud, wr, nullptr)) return 0;
-    } else {
-      LockQpInline(qp);
-      bool posted = qp->stall == StallReason::kNone && PostedFast(qp, at, ud, wr, nullptr);
-      UnlockQpInline(qp);
-      if (posted) return 0;
-    }
-  }
   LockQpInline(qp);
   if (qp->stall != StallReason::kNone && !ProgressQpLocked(qp)) at.runtime->RemoveStalled(qp);
   PostCost post_cost;
