@@ -13,7 +13,7 @@
 namespace softnic {
 
 constexpr uint32_t kFabricMagic = 0x534e4943;  // "SNIC"
-constexpr uint32_t kFabricLayoutVersion = 9;  // bump with every change to this file's shared structs
+constexpr uint32_t kFabricLayoutVersion = 10;  // bump with every change to this file's shared structs
 constexpr uint32_t kMaxDevices = 16;
 constexpr uint32_t kDefaultDevices = 2;
 constexpr uint32_t kMaxProcesses = 128;
@@ -217,27 +217,6 @@ struct MrEntry {
   uint64_t translation_generation = 0;
 };
 
-// Writer side of MrEntry::generation (the one writer of an entry at a time). Returns the
-// generation EndMrChange will publish.
-inline uint64_t BeginMrChange(MrEntry& entry) {
-  uint64_t odd = entry.generation.load(std::memory_order_relaxed) | 1;
-  entry.generation.store(odd, std::memory_order_relaxed);
-  std::atomic_thread_fence(std::memory_order_release);  // odd before any field changes
-  return odd + 1;
-}
-inline void EndMrChange(MrEntry& entry) {
-  entry.generation.store((entry.generation.load(std::memory_order_relaxed) | 1) + 1, std::memory_order_release);
-}
-// Deregisters an entry (dereg_mr, or the reclaim of a dead owner's). The key stays reserved
-// until the generation has moved, so that no new registration claims the entry while this
-// still writes it.
-inline void ClearMrEntry(MrEntry& entry) {
-  BeginMrChange(entry);
-  entry.key.store(kEntryReserved, std::memory_order_relaxed);
-  EndMrChange(entry);
-  entry.key.store(0, std::memory_order_release);
-}
-
 struct DeviceEntry {
   char name[32];
   uint64_t node_guid = 0;  // host byte order
@@ -259,8 +238,43 @@ struct FabricHeader {
   std::atomic<uint32_t> next_incarnation{0};
   std::atomic<uint32_t> next_pd_id{0};
   pthread_mutex_t admin;  // robust; serializes slot reclaim and table allocation (cold)
+  // Advanced before and after every change to a QP entry's state, number or flags, to an
+  // MR entry, or to the fault settings (AdvanceControlEpoch): a cache of a post's checks
+  // (SoftQp::write_route) holds exactly while it has not moved. Alone on its line, which
+  // only those changes write.
+  alignas(kCacheLineBytes) std::atomic<uint64_t> control_epoch{0};
   ProcessSlot processes[kMaxProcesses];
   DeviceEntry devices[kMaxDevices];
 };
+
+// Kills every cached set of checks that a change may void, in every process; the
+// changer calls it before the change (no post may take a cache through it) and after
+// (none may keep one filled from what the change was still writing).
+inline void AdvanceControlEpoch(FabricHeader& fabric) {
+  fabric.control_epoch.fetch_add(1, std::memory_order_seq_cst);
+}
+
+// Writer side of MrEntry::generation (the one writer of an entry at a time). Returns the
+// generation EndMrChange will publish. Both ends advance the control epoch.
+inline uint64_t BeginMrChange(FabricHeader& fabric, MrEntry& entry) {
+  AdvanceControlEpoch(fabric);
+  uint64_t odd = entry.generation.load(std::memory_order_relaxed) | 1;
+  entry.generation.store(odd, std::memory_order_relaxed);
+  std::atomic_thread_fence(std::memory_order_release);  // odd before any field changes
+  return odd + 1;
+}
+inline void EndMrChange(FabricHeader& fabric, MrEntry& entry) {
+  entry.generation.store((entry.generation.load(std::memory_order_relaxed) | 1) + 1, std::memory_order_release);
+  AdvanceControlEpoch(fabric);
+}
+// Deregisters an entry (dereg_mr, or the reclaim of a dead owner's). The key stays reserved
+// until the generation has moved, so that no new registration claims the entry while this
+// still writes it.
+inline void ClearMrEntry(FabricHeader& fabric, MrEntry& entry) {
+  BeginMrChange(fabric, entry);
+  entry.key.store(kEntryReserved, std::memory_order_relaxed);
+  EndMrChange(fabric, entry);
+  entry.key.store(0, std::memory_order_release);
+}
 
 }  // namespace softnic

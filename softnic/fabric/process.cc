@@ -28,13 +28,15 @@ void Reclaim(Fabric* fabric, uint32_t slot, uint32_t incarnation) {
     for (QpEntry& qp : device.qps) {
       if (qp.owner_slot == slot && qp.owner_incarnation == incarnation &&
           qp.qpn.load(std::memory_order_relaxed) != 0) {
+        AdvanceControlEpoch(*header);
         qp.qpn.store(0, std::memory_order_release);
+        AdvanceControlEpoch(*header);
       }
     }
     for (MrEntry& mr : device.mrs) {
       if (mr.owner_slot == slot && mr.owner_incarnation == incarnation &&
           mr.key.load(std::memory_order_relaxed) != 0) {
-        ClearMrEntry(mr);
+        ClearMrEntry(*header, mr);
       }
     }
     for (auto& lane : header->processes[slot].counters) {

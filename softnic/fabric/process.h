@@ -23,11 +23,13 @@ bool AttachProcess(Fabric* fabric, ProcessAttachment* attachment, std::string* e
 
 // True while the process that claimed `slot` as `incarnation` is alive. Lock-free: reads
 // the robust mutex word, whose owner TID the kernel clears when the holder dies.
-[[gnu::always_inline]] inline bool ProcessAlive(const FabricHeader& fabric, uint32_t slot, uint32_t incarnation) {
-  const ProcessSlot& process = fabric.processes[slot];
+[[gnu::always_inline]] inline bool ProcessSlotAlive(const ProcessSlot& process, uint32_t incarnation) {
   if (process.incarnation.load(std::memory_order_acquire) != incarnation) return false;
   int word = __atomic_load_n(reinterpret_cast<const int*>(&process.liveness), __ATOMIC_RELAXED);
   return (word & FUTEX_TID_MASK) == process.holder_tid.load(std::memory_order_relaxed);
+}
+[[gnu::always_inline]] inline bool ProcessAlive(const FabricHeader& fabric, uint32_t slot, uint32_t incarnation) {
+  return ProcessSlotAlive(fabric.processes[slot], incarnation);
 }
 
 // The robust admin mutex, taken around table allocation and slot reclaim (cold paths).

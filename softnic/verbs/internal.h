@@ -172,6 +172,42 @@ struct KeyTranslation {
   uint64_t bias = 0;    // local address = address + bias (mod 2^64)
 };
 
+// A QP's last WRITE that PostCachedWrite took, remembered so that a post of the same shape
+// (one SGE, the same flags, length and keys, addresses inside the same regions) skips every
+// check whose inputs cannot have changed: each one reads state that only moves with the
+// fabric's control epoch (FabricHeader::control_epoch: QP entries, MR entries, faults).
+// Left per post: the epoch, the shape, the two ranges, the peer process's liveness (a death
+// advances no epoch), room in the SQ, the calling thread's counter lane. Filled and read
+// only by a thread that owns the QP without its lock (SOFTNIC_SINGLE_THREADED, progress
+// thread off the QP); emptied when the QP stalls (StorePending), since its later WRs then
+// queue and the progress thread may take it.
+inline const std::atomic<uint64_t> kNoControlEpoch{0};  // an empty route's: no null check
+struct WriteRoute {
+  static constexpr uint64_t kEmpty = ~uint64_t{0};  // never a control epoch
+  uint64_t epoch = kEmpty;
+  const std::atomic<uint64_t>* control_epoch = &kNoControlEpoch;
+  uint32_t send_flags = 0;
+  uint32_t bytes = 0;
+  uint32_t rkey = 0;
+  uint32_t lkey = 0;  // unused with IBV_SEND_INLINE
+  // Each range holds exactly the addresses a WR of `bytes` may start at: address - first <= span.
+  uint64_t remote_first = 0;
+  uint64_t remote_span = 0;
+  uint64_t remote_bias = 0;  // mapped address = address + bias (mod 2^64)
+  uint64_t local_first = 0;
+  uint64_t local_span = 0;
+  uint64_t local_bias = 0;
+  const ProcessSlot* peer_process = nullptr;
+  uint32_t peer_incarnation = 0;
+  bool signaled = false;
+  uint64_t lane_epoch = 0;  // FastMessageSlots' three counters, valid in this lane epoch
+  ShapeCount* requester = nullptr;
+  ShapeCount* responder = nullptr;
+  ShapeCount* post = nullptr;
+
+  void Clear() { epoch = kEmpty; }
+};
+
 // A remote QP's receive side as a sender uses it: its entry and its mapped rings.
 struct Destination {
   uint32_t device = 0;
@@ -227,6 +263,7 @@ struct WrBatch {
 
 struct SoftQp {
   ibv_qp_ex ex;  // its prefix is struct ibv_qp
+  WriteRoute write_route;
   SoftContext* context;
   uint32_t device_index;
   QpEntry* entry;

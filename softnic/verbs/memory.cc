@@ -258,7 +258,7 @@ ibv_mr* RegisterMr(ibv_pd* pd, void* addr, size_t length, uint64_t iova, unsigne
     return nullptr;
   }
   MrEntry& entry = device->mrs[index];
-  uint64_t generation = BeginMrChange(entry);
+  uint64_t generation = BeginMrChange(*runtime->fabric(), entry);
   auto* mr = new SoftMr{};
   uintptr_t start = reinterpret_cast<uintptr_t>(addr);
   uintptr_t page_begin = PageDown(start);
@@ -266,7 +266,7 @@ ibv_mr* RegisterMr(ibv_pd* pd, void* addr, size_t length, uint64_t iova, unsigne
   if (!FillSegments(runtime, page_begin, page_end, &entry, mr)) {
     int err = errno;
     ReleaseBackings(runtime, *mr);
-    EndMrChange(entry);
+    EndMrChange(*runtime->fabric(), entry);
     entry.key.store(0, std::memory_order_release);
     delete mr;
     errno = err;
@@ -281,7 +281,7 @@ ibv_mr* RegisterMr(ibv_pd* pd, void* addr, size_t length, uint64_t iova, unsigne
   entry.page_base = page_begin;
   entry.va = start;
   entry.translation_generation = generation;
-  EndMrChange(entry);
+  EndMrChange(*runtime->fabric(), entry);
   uint32_t key;
   do {
     key = (runtime->RandomBits() << kMrIndexBits) | uint32_t(index);
@@ -414,7 +414,7 @@ ibv_mr* ibv_reg_mr_iova2(ibv_pd* pd, void* addr, size_t length, uint64_t iova, u
 int ibv_dereg_mr(ibv_mr* mr) {
   SoftMr* soft = ToSoft(mr);
   Runtime* runtime = Runtime::Get();
-  ClearMrEntry(ToSoft(mr->context)->device->mrs[soft->index]);
+  ClearMrEntry(*runtime->fabric(), ToSoft(mr->context)->device->mrs[soft->index]);
   ReleaseBackings(runtime, *soft);
   delete soft;
   return 0;
@@ -459,7 +459,7 @@ int ibv_rereg_mr(ibv_mr* mr, int flags, ibv_pd* pd, void* addr, size_t length, i
     errno = err;
     return IBV_REREG_MR_ERR_CMD;
   }
-  uint64_t generation = BeginMrChange(entry);
+  uint64_t generation = BeginMrChange(*runtime->fabric(), entry);
   if (flags & IBV_REREG_MR_CHANGE_ACCESS) entry.access = unsigned(access);
   if (flags & IBV_REREG_MR_CHANGE_PD) entry.pd_id = ToSoft(pd)->pd_id;
   if (translation) {
@@ -471,7 +471,7 @@ int ibv_rereg_mr(ibv_mr* mr, int flags, ibv_pd* pd, void* addr, size_t length, i
     entry.page_base = PageDown(start);
     entry.translation_generation = generation;
   }
-  EndMrChange(entry);
+  EndMrChange(*runtime->fabric(), entry);
   if (translation) {
     ReleaseBackings(runtime, *soft);
     soft->anchors = std::move(held.anchors);

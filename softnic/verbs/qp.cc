@@ -236,7 +236,11 @@ bool ValidateValues(SoftQp* qp, const ibv_qp_attr& attr, int mask) {
   return true;
 }
 
+// Both bracket their change with AdvanceControlEpoch: cached checks (SoftQp::write_route)
+// read the entry's state and flags, and this QP's own destination.
 void ApplyAttributes(SoftQp* qp, const ibv_qp_attr& attr, int mask) {
+  FabricHeader& fabric = *Runtime::Get()->fabric();
+  AdvanceControlEpoch(fabric);
   ibv_qp_attr& mine = qp->attr;
   if (mask & IBV_QP_PKEY_INDEX) mine.pkey_index = attr.pkey_index;
   if (mask & IBV_QP_PORT) mine.port_num = attr.port_num;
@@ -274,13 +278,17 @@ void ApplyAttributes(SoftQp* qp, const ibv_qp_attr& attr, int mask) {
   if (mask & IBV_QP_RNR_RETRY) mine.rnr_retry = attr.rnr_retry;
   if (mask & IBV_QP_ALT_PATH) mine.alt_ah_attr = attr.alt_ah_attr;
   if (mask & IBV_QP_PATH_MIG_STATE) mine.path_mig_state = attr.path_mig_state;
+  AdvanceControlEpoch(fabric);
 }
 
 void SetState(SoftQp* qp, ibv_qp_state state) {
   qp->attr.qp_state = state;
   qp->attr.cur_qp_state = state;
   qp->ex.qp_base.state = state;
+  FabricHeader& fabric = *Runtime::Get()->fabric();
+  AdvanceControlEpoch(fabric);
   qp->entry->state.store(state, std::memory_order_release);
+  AdvanceControlEpoch(fabric);
 }
 
 void ResetQueues(SoftQp* qp) {
@@ -378,7 +386,9 @@ int ibv_destroy_qp(ibv_qp* ibqp) {
   Runtime* runtime = Runtime::Get();
   LockQp(qp);
   runtime->RemoveStalled(qp);
+  AdvanceControlEpoch(*runtime->fabric());
   qp->entry->qpn.store(0, std::memory_order_release);
+  AdvanceControlEpoch(*runtime->fabric());
   runtime->local_qps[qp->device_index][qp->index] = nullptr;
   if (!qp->srq) RemoveObject(runtime->directory(), qp->recv_object.id);
   delete qp;

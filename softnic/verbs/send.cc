@@ -275,7 +275,9 @@ Outcome ExecuteSend(Runtime* runtime, SoftQp* qp, const WorkRequest& wr, Destina
     cqe.status = protection_ok ? IBV_WC_LOC_LEN_ERR : IBV_WC_LOC_PROT_ERR;
     PushCqe(destination.recv_cq, cqe, destination.device, solicited);
     if (!reliable) return Done(0);
+    AdvanceControlEpoch(*runtime->fabric());
     destination.entry->state.store(IBV_QPS_ERR, std::memory_order_release);
+    AdvanceControlEpoch(*runtime->fabric());
     return Fail(protection_ok ? IBV_WC_REM_INV_REQ_ERR : IBV_WC_REM_OP_ERR);
   }
   Piece all_sources[kMaxPieces];
@@ -547,13 +549,14 @@ WorkRequest FromSendWr(const ibv_send_wr* wr) {
 
 // Runs a fast path for one WR under the QP's lock, or without it where mlx5 would skip it
 // too (SOFTNIC_SINGLE_THREADED with the progress thread off the QP); `stalled` when the QP
-// is stalled, since its WR must then queue behind the stalled ones.
+// is stalled, since its WR must then queue behind the stalled ones. fast_path(alone) learns
+// which: `alone` when no lock was needed.
 template <typename Result, typename FastPath>
 [[gnu::always_inline]] inline Result PostExclusively(SoftQp* qp, const Runtime& runtime, Result stalled,
                                                      FastPath&& fast_path) {
-  if (runtime.single_threaded() && !qp->shared_with_progress.load(std::memory_order_acquire)) return fast_path();
+  if (runtime.single_threaded() && !qp->shared_with_progress.load(std::memory_order_acquire)) return fast_path(true);
   LockQpInline(qp);
-  Result result = qp->stall == StallReason::kNone ? fast_path() : stalled;
+  Result result = qp->stall == StallReason::kNone ? fast_path(false) : stalled;
   UnlockQpInline(qp);
   return result;
 }
@@ -562,41 +565,87 @@ template <typename Result, typename FastPath>
 [[gnu::noinline]] int PostSingleSend(ibv_qp* ibqp, ibv_send_wr* wr, ibv_send_wr** bad_wr) {
   SoftQp* qp = ToSoft(ibqp);
   PostContext at = PostContext::OfThisThread();
-  FastResult result = PostExclusively(qp, *at.runtime, FastResult::kSlowPath, [&] __attribute__((always_inline)) {
+  FastResult result = PostExclusively(qp, *at.runtime, FastResult::kSlowPath, [&](bool) __attribute__((always_inline)) {
     return TryFastSendInline(qp, at, wr->wr_id, wr->opcode, wr->send_flags, wr->imm_data, wr->sg_list[0],
                              UdAddressOf(ibqp, *wr), nullptr);
   });
   return result == FastResult::kDone ? 0 : PostSendGeneral(ibqp, wr, bad_wr);
 }
 
-// The cold end of a cached WRITE whose CQE found its CQ full or with a completion channel.
+// Remembers the WRITE PostCachedWrite just took as the QP's route. `epoch` was read before
+// PostCachedWrite's checks, so a change since then has left the route stale already.
+[[gnu::noinline]] void FillWriteRoute(SoftQp* qp, const FabricHeader& fabric, const ibv_send_wr& wr,
+                                      uint64_t epoch) {
+  const ibv_sge& sge = wr.sg_list[0];
+  if (sge.length == 0) return;
+  bool signaled = qp->signal_all || (wr.send_flags & IBV_SEND_SIGNALED);
+  const FastMessageSlots& slots = qp->shape_cursors.fast_write[signaled];
+  const QpEntry& peer = *qp->connected.entry;
+  WriteRoute route;
+  route.epoch = epoch;
+  route.control_epoch = &fabric.control_epoch;
+  route.send_flags = wr.send_flags;
+  route.bytes = sge.length;
+  route.rkey = wr.wr.rdma.rkey;
+  route.remote_first = qp->remote_key.first;
+  route.remote_span = qp->remote_key.length - sge.length;
+  route.remote_bias = qp->remote_key.bias;
+  if ((wr.send_flags & IBV_SEND_INLINE) == 0) {
+    route.lkey = sge.lkey;
+    route.local_first = qp->local_key.first;
+    route.local_span = qp->local_key.length - sge.length;
+    route.local_bias = qp->local_key.bias;
+  }
+  route.peer_process = &fabric.processes[peer.owner_slot];
+  route.peer_incarnation = peer.owner_incarnation;
+  route.signaled = signaled;
+  route.lane_epoch = slots.lane_epoch;
+  route.requester = slots.requester;
+  route.responder = slots.responder;
+  route.post = slots.post;
+  qp->write_route = route;
+}
+
+// The end of a cached WRITE whose CQE found its CQ full or with a completion channel.
 [[gnu::noinline]] int FinishCachedWriteCompletion(SoftQp* qp, bool pushed) {
   FinishPushCqe(pushed, qp->send_cq->ring, false, qp->device_index, false);
   return 0;
 }
 
-// One WR: a WRITE takes PostCachedWrite, a SEND PostSingleSend; a miss, and everything
-// else, takes the general path, which also fills the caches (as tail calls, so that a
-// WRITE's post builds no frame).
-int PostSendOp(ibv_qp* ibqp, ibv_send_wr* wr, ibv_send_wr** bad_wr) {
+[[gnu::always_inline]] inline int FinishCachedWrite(SoftQp* qp, CachedWrite result) {
+  switch (result) {
+    case CachedWrite::kCqFull: return FinishCachedWriteCompletion(qp, false);
+    case CachedWrite::kCqWithChannel: return FinishCachedWriteCompletion(qp, true);
+    default: return 0;
+  }
+}
+
+// One WRITE that the QP's route did not take: PostCachedWrite, which fills the route when
+// the poster owns the QP alone, else the general path, which fills PostCachedWrite's caches.
+[[gnu::noinline]] int PostUnroutedWrite(ibv_qp* ibqp, ibv_send_wr* wr, ibv_send_wr** bad_wr) {
   SoftQp* qp = ToSoft(ibqp);
   Runtime* runtime = Runtime::IfReady();
-  if (runtime != nullptr && wr != nullptr && wr->next == nullptr && wr->num_sge == 1) {
-    bool ud = ibqp->qp_type == IBV_QPT_UD;
-    if (wr->opcode == IBV_WR_RDMA_WRITE && !ud) {
-      CachedWrite result = PostExclusively(qp, *runtime, CachedWrite::kNotTaken, [&] __attribute__((always_inline)) {
-        return PostCachedWrite(qp, *runtime->fabric(), *wr);
-      });
-      switch (result) {
-        case CachedWrite::kDone: return 0;
-        case CachedWrite::kCqFull: return FinishCachedWriteCompletion(qp, false);
-        case CachedWrite::kCqWithChannel: return FinishCachedWriteCompletion(qp, true);
-        case CachedWrite::kNotTaken: break;
-      }
-    } else if (wr->opcode == IBV_WR_SEND || wr->opcode == IBV_WR_SEND_WITH_IMM) {
-      return PostSingleSend(ibqp, wr, bad_wr);
-    }
+  if (runtime == nullptr || ibqp->qp_type == IBV_QPT_UD) return PostSendGeneral(ibqp, wr, bad_wr);
+  const FabricHeader& fabric = *runtime->fabric();
+  CachedWrite result = PostExclusively(qp, *runtime, CachedWrite::kNotTaken, [&](bool alone) __attribute__((always_inline)) {
+    uint64_t epoch = fabric.control_epoch.load(std::memory_order_acquire);
+    CachedWrite taken = PostCachedWrite(qp, fabric, *wr);
+    if (alone && taken != CachedWrite::kNotTaken) FillWriteRoute(qp, fabric, *wr, epoch);
+    return taken;
+  });
+  return result == CachedWrite::kNotTaken ? PostSendGeneral(ibqp, wr, bad_wr) : FinishCachedWrite(qp, result);
+}
+
+// One WR: a WRITE takes the QP's route, else PostUnroutedWrite; a SEND PostSingleSend;
+// everything else the general path (as tail calls, so that a WRITE's post builds no frame).
+int PostSendOp(ibv_qp* ibqp, ibv_send_wr* wr, ibv_send_wr** bad_wr) {
+  if (wr == nullptr || wr->next != nullptr || wr->num_sge != 1) return PostSendGeneral(ibqp, wr, bad_wr);
+  if (wr->opcode == IBV_WR_RDMA_WRITE) {
+    CachedWrite result = PostRoutedWrite(ToSoft(ibqp), *wr);
+    if (result == CachedWrite::kNotTaken) return PostUnroutedWrite(ibqp, wr, bad_wr);
+    return FinishCachedWrite(ToSoft(ibqp), result);
   }
+  if (wr->opcode == IBV_WR_SEND || wr->opcode == IBV_WR_SEND_WITH_IMM) return PostSingleSend(ibqp, wr, bad_wr);
   return PostSendGeneral(ibqp, wr, bad_wr);
 }
 

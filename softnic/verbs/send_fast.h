@@ -143,6 +143,16 @@ enum class CachedWrite : uint8_t {
   kCqWithChannel, // done; the CQ has a completion channel, which FinishPushCqe may wake
 };
 
+// The requester's CQE of a cached WRITE, once its bytes are in place.
+[[gnu::always_inline]] inline CachedWrite PushCachedWriteCompletion(SoftQp* qp, uint64_t wr_id, uint32_t bytes,
+                                                                    uint32_t slot) {
+  Ring& ring = qp->send_cq->ring;
+  if (!TryPushCqe(ring, SendCompletion(qp, wr_id, IBV_WC_RDMA_WRITE, IBV_WC_SUCCESS, bytes, slot))) {
+    return CachedWrite::kCqFull;
+  }
+  return ring.header()->channel_id == 0 ? CachedWrite::kDone : CachedWrite::kCqWithChannel;
+}
+
 // A post of one small WRITE whose every cache holds (peer, keys, counter slots), by a thread
 // that needs no lock for the QP: TryFastWrite's checks, each a load and a compare, and no
 // call, so that the provider's post saves no registers and builds no frame per WR. It
@@ -167,12 +177,37 @@ enum class CachedWrite : uint8_t {
   if (bytes != 0) CopyOrderedSingle(remote, source, bytes);
   uint32_t slot = ++qp->sq_posted;
   slots.Bump(true);
-  if (!signaled) return CachedWrite::kDone;
-  Ring& ring = qp->send_cq->ring;
-  if (!TryPushCqe(ring, SendCompletion(qp, wr.wr_id, IBV_WC_RDMA_WRITE, IBV_WC_SUCCESS, bytes, slot))) {
-    return CachedWrite::kCqFull;
+  return signaled ? PushCachedWriteCompletion(qp, wr.wr_id, bytes, slot) : CachedWrite::kDone;
+}
+
+// A post of one WR, a one-SGE WRITE (the caller checked that much), of the shape the QP's
+// route holds (WriteRoute), to addresses inside its regions: kNotTaken, with nothing done,
+// when any check fails. No call, no frame.
+[[gnu::always_inline]] inline CachedWrite PostRoutedWrite(SoftQp* qp, const ibv_send_wr& wr) {
+  const WriteRoute& route = qp->write_route;
+  if (wr.send_flags != route.send_flags || route.epoch != route.control_epoch->load(std::memory_order_acquire)) {
+    return CachedWrite::kNotTaken;
   }
-  return ring.header()->channel_id == 0 ? CachedWrite::kDone : CachedWrite::kCqWithChannel;
+  const ibv_sge& sge = wr.sg_list[0];
+  if (sge.length != route.bytes || wr.wr.rdma.rkey != route.rkey ||
+      wr.wr.rdma.remote_addr - route.remote_first > route.remote_span) {
+    return CachedWrite::kNotTaken;
+  }
+  auto* source = reinterpret_cast<const uint8_t*>(sge.addr);
+  if ((route.send_flags & IBV_SEND_INLINE) == 0) {
+    if (sge.lkey != route.lkey || sge.addr - route.local_first > route.local_span) return CachedWrite::kNotTaken;
+    source += route.local_bias;
+  }
+  if (!ProcessSlotAlive(*route.peer_process, route.peer_incarnation) || route.lane_epoch != LaneEpoch() ||
+      qp->sq_posted - qp->sq_retired.load(std::memory_order_acquire) >= qp->cap.max_send_wr) {
+    return CachedWrite::kNotTaken;
+  }
+  CopyOrderedSingle(reinterpret_cast<uint8_t*>(wr.wr.rdma.remote_addr + route.remote_bias), source, route.bytes);
+  uint32_t slot = ++qp->sq_posted;
+  Bump(route.requester);
+  Bump(route.responder);
+  Bump(route.post);
+  return route.signaled ? PushCachedWriteCompletion(qp, wr.wr_id, route.bytes, slot) : CachedWrite::kDone;
 }
 
 // The GRH of every UD message from `source_device` to `destination_device`, but its length.

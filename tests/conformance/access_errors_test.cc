@@ -220,7 +220,7 @@ TEST_P(AccessErrors, RcWriteAfterResponderDropsRemoteWrite) {
                                           IBV_WC_SUCCESS));
   ASSERT_NO_FATAL_FAILURE(SetResponderAccess(IBV_ACCESS_REMOTE_READ));
   std::memset(remote_buf_.data(), 0, kRegionBytes);
-  ExpectRcQpRefusal(Write(remote_buf_.addr(), remote_buf_.rkey()));
+  ExpectRcQpRefusal(Write(remote_buf_.addr(), remote_buf_.rkey(), 32, 13));  // the warm WRITEs' shape
   EXPECT_TRUE(RemoteUntouched(0, kRegionBytes)) << "written after the responder dropped IBV_ACCESS_REMOTE_WRITE";
 }
 

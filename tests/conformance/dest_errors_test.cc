@@ -32,6 +32,11 @@ class DestErrors : public VerbsTest {
     return {.opcode = IBV_WR_RDMA_WRITE, .sges = {Sge(local_buf_, 0, kMessageBytes)}, .wr_id = 1,
             .remote_addr = remote_buf_.addr(), .rkey = remote_buf_.rkey()};
   }
+  // Several WRITEs of one shape: whatever a provider caches about its peer is warm.
+  void WarmUp() {
+    for (int i = 0; i < 3; ++i) ASSERT_NO_FATAL_FAILURE(PostAndExpect(*pair_.a, Write(), IBV_WC_SUCCESS));
+    std::memset(remote_buf_.data(), 0, kMessageBytes);
+  }
   SendSpec Send(uint32_t qpn) {
     return {.opcode = IBV_WR_SEND, .sges = {Sge(local_buf_, 0, kMessageBytes)}, .wr_id = 1,
             .ah = pair_.a_to_b.get(), .remote_qpn = qpn};
@@ -44,10 +49,23 @@ class DestErrors : public VerbsTest {
 TEST_P(DestErrors, RcDestroyedQpRetryExceeded) {
   CONFORMANCE_SETUP(MakePair(&pair_, {.type = IBV_QPT_RC}, kShortRetry));
   CONFORMANCE_SETUP(SetUpBuffers());
-  ASSERT_NO_FATAL_FAILURE(PostAndExpect(*pair_.a, Write(), IBV_WC_SUCCESS));
+  ASSERT_NO_FATAL_FAILURE(WarmUp());
   pair_.b->DestroyQp();
   ASSERT_NO_FATAL_FAILURE(PostAndExpect(*pair_.a, Write(), IBV_WC_RETRY_EXC_ERR));
   EXPECT_EQ(QueryState(pair_.a->qp()), IBV_QPS_ERR);
+}
+
+// A responder moved to ERR drops what reaches it, however warm the requester is.
+TEST_P(DestErrors, RcDestMovedToErrorRetryExceeded) {
+  CONFORMANCE_SETUP(MakePair(&pair_, {.type = IBV_QPT_RC}, kShortRetry));
+  CONFORMANCE_SETUP(SetUpBuffers());
+  std::memset(local_buf_.data(), 0x5c, kMessageBytes);
+  ASSERT_NO_FATAL_FAILURE(WarmUp());
+  ibv_qp_attr attr{};
+  attr.qp_state = IBV_QPS_ERR;
+  ASSERT_EQ(ibv_modify_qp(pair_.b->qp(), &attr, IBV_QP_STATE), 0);
+  ASSERT_NO_FATAL_FAILURE(PostAndExpect(*pair_.a, Write(), IBV_WC_RETRY_EXC_ERR));
+  for (size_t i = 0; i < kMessageBytes; ++i) ASSERT_EQ(remote_buf_.data()[i], 0) << "written through a QP in ERR";
 }
 
 TEST_P(DestErrors, RcDestInResetRetryExceeded) {

@@ -26,9 +26,13 @@ CONFORMANCE_HELPER(victim_responder) {
   for (;;) std::this_thread::sleep_for(std::chrono::milliseconds(100));
 }
 
-class PeerDeath : public ProcessTest {};
+class PeerDeath : public ProcessTest {
+ protected:
+  // Streams WRITEs of `write_bytes` to a victim and kills it mid-stream.
+  void SurviveKilledResponder(uint32_t write_bytes);
+};
 
-TEST_P(PeerDeath, RcSurvivorGetsRetryExceeded) {
+void PeerDeath::SurviveKilledResponder(uint32_t write_bytes) {
   std::unique_ptr<Child> victim;
   CONFORMANCE_SETUP(Spawn(&victim, "victim_responder", {peer_name()}));
   Side side;
@@ -45,7 +49,7 @@ TEST_P(PeerDeath, RcSurvivorGetsRetryExceeded) {
   while (!error_wc) {
     while (posted - succeeded < kWindow) {
       const int rc = PostSend(side.ep->qp(), {.opcode = IBV_WR_RDMA_WRITE,
-                                              .sges = {Sge(side.buffer, (posted % 64) * 512, 512)},
+                                              .sges = {Sge(side.buffer, (posted % 64) * 512, write_bytes)},
                                               .wr_id = posted, .remote_addr = side.remote.mr.addr + (posted % 64) * 512,
                                               .rkey = side.remote.mr.rkey});
       if (rc != 0) break;  // the QP may already be in ERR
@@ -81,6 +85,11 @@ TEST_P(PeerDeath, RcSurvivorGetsRetryExceeded) {
     EXPECT_WC_STATUS(*wc, IBV_WC_WR_FLUSH_ERR);
   }
 }
+
+TEST_P(PeerDeath, RcSurvivorGetsRetryExceeded) { SurviveKilledResponder(512); }
+
+// Small WRITEs of one shape, whatever softnic caches per shape: the death still shows.
+TEST_P(PeerDeath, RcSurvivorOfSmallWritesGetsRetryExceeded) { SurviveKilledResponder(32); }
 
 CONFORMANCE_HELPER(ud_victim) {
   if (args.size() != 1) return HelperFail("ud_victim DEVICE");

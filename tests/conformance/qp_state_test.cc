@@ -172,6 +172,21 @@ TEST_P(QpStateMachine, ErrFlushesThenResetReconnects) {
   ConnectAndWrite();
 }
 
+// A WRITE of the shape the QP just posted several times, after the QP moved to ERR, is
+// flushed and touches nothing: no cached check outlives the transition.
+TEST_P(QpStateMachine, ErrFlushesTheWarmShape) {
+  ConnectAndWrite();
+  SendSpec write{.opcode = IBV_WR_RDMA_WRITE, .sges = {Sge(local_buf_, 0, 32)}, .wr_id = 31,
+                 .remote_addr = remote_buf_.addr(), .rkey = remote_buf_.rkey()};
+  for (int i = 0; i < 3; ++i) ASSERT_NO_FATAL_FAILURE(PostAndExpect(*pair_.a, write, IBV_WC_SUCCESS));
+  std::memset(remote_buf_.data(), 0, 32);
+  ibv_qp_attr attr{};
+  attr.qp_state = IBV_QPS_ERR;
+  ASSERT_EQ(Modify(attr, IBV_QP_STATE), 0);
+  ASSERT_NO_FATAL_FAILURE(PostAndExpect(*pair_.a, write, IBV_WC_WR_FLUSH_ERR));
+  for (size_t i = 0; i < 32; ++i) ASSERT_EQ(remote_buf_.data()[i], 0) << "written by a flushed WRITE";
+}
+
 // RESET discards the QP's completions still in its CQs (libmlx5 and libmlx4 purge them), so
 // the first completion after reconnecting is the new WR's, not a stale flush.
 TEST_P(QpStateMachine, ResetPurgesUnpolledCompletions) {

@@ -60,6 +60,32 @@ TEST_P(RecvErrors, RcNoRecvThenRecvWithInfiniteRnrRetry) {
   EXPECT_EQ(recv_buf_.data()[0], 0x33);
 }
 
+// A WRITE posted behind a SEND that waits for a RECV waits too, even when the QP has just
+// posted several WRITEs of its shape (whatever a provider caches for them is warm).
+TEST_P(RecvErrors, RcWarmWriteWaitsBehindRnrStalledSend) {
+  CONFORMANCE_SETUP(SetUpPair(IBV_QPT_RC, {.rnr_retry = 7, .min_rnr_timer = 1}));
+  constexpr size_t kWriteFrom = 1024, kWriteTo = 2048, kWriteBytes = 32;
+  std::memset(send_buf_.data() + kWriteFrom, 0x5a, kWriteBytes);
+  SendSpec write{.opcode = IBV_WR_RDMA_WRITE, .sges = {Sge(send_buf_, kWriteFrom, kWriteBytes)}, .wr_id = 77,
+                 .remote_addr = recv_buf_.addr() + kWriteTo, .rkey = recv_buf_.rkey()};
+  for (int i = 0; i < 3; ++i) ASSERT_NO_FATAL_FAILURE(PostAndExpect(*pair_.a, write, IBV_WC_SUCCESS));
+  std::memset(recv_buf_.data() + kWriteTo, 0, kWriteBytes);
+  ASSERT_EQ(PostSend(pair_.a->qp(), Send(0x33)), 0);
+  ASSERT_EQ(PostSend(pair_.a->qp(), write), 0);
+  ibv_wc early{};
+  EXPECT_TRUE(StaysEmpty(pair_.a->send_cq(), std::chrono::milliseconds(50), &early))
+      << "completed before the stalled SEND met a RECV: " << Describe(early);
+  for (size_t i = 0; i < kWriteBytes; ++i)
+    ASSERT_EQ(recv_buf_.data()[kWriteTo + i], 0) << "the WRITE overtook the stalled SEND";
+  ASSERT_EQ(PostRecv(pair_.b->qp(), {Sge(recv_buf_, 0, kMessageBytes)}, 9), 0);
+  ibv_wc wc{};
+  ASSERT_NO_FATAL_FAILURE(ExpectCompletion(pair_.a->send_cq(), IBV_WC_SUCCESS, &wc));
+  EXPECT_EQ(wc.wr_id, 1u) << "the SEND completes first";
+  ASSERT_NO_FATAL_FAILURE(ExpectCompletion(pair_.a->send_cq(), IBV_WC_SUCCESS, &wc));
+  EXPECT_EQ(wc.wr_id, 77u);
+  EXPECT_EQ(recv_buf_.data()[kWriteTo], 0x5a);
+}
+
 TEST_P(RecvErrors, UcNoRecvDropped) {
   CONFORMANCE_SETUP(SetUpPair(IBV_QPT_UC));
   ExpectDroppedThenDelivered();
