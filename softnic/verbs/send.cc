@@ -577,7 +577,7 @@ template <typename Result, typename FastPath>
 [[gnu::noinline]] void FillWriteRoute(SoftQp* qp, const FabricHeader& fabric, const ibv_send_wr& wr,
                                       uint64_t epoch) {
   const ibv_sge& sge = wr.sg_list[0];
-  if (sge.length == 0) return;
+  if (sge.length == 0 || sge.length > kSmallCopyBytes) return;
   bool signaled = qp->signal_all || (wr.send_flags & IBV_SEND_SIGNALED);
   const FastMessageSlots& slots = qp->shape_cursors.fast_write[signaled];
   const QpEntry& peer = *qp->connected.entry;

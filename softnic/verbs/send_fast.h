@@ -202,12 +202,14 @@ enum class CachedWrite : uint8_t {
       qp->sq_posted - qp->sq_retired.load(std::memory_order_acquire) >= qp->cap.max_send_wr) {
     return CachedWrite::kNotTaken;
   }
-  CopyOrderedSingle(reinterpret_cast<uint8_t*>(wr.wr.rdma.remote_addr + route.remote_bias), source, route.bytes);
+  uint32_t bytes = route.bytes;
+  if (bytes > kSmallCopyBytes) __builtin_unreachable();  // FillWriteRoute's rule: no memcpy call here
+  CopyOrderedSingle(reinterpret_cast<uint8_t*>(wr.wr.rdma.remote_addr + route.remote_bias), source, bytes);
   uint32_t slot = ++qp->sq_posted;
   Bump(route.requester);
   Bump(route.responder);
   Bump(route.post);
-  return route.signaled ? PushCachedWriteCompletion(qp, wr.wr_id, route.bytes, slot) : CachedWrite::kDone;
+  return route.signaled ? PushCachedWriteCompletion(qp, wr.wr_id, bytes, slot) : CachedWrite::kDone;
 }
 
 // The GRH of every UD message from `source_device` to `destination_device`, but its length.
