@@ -177,10 +177,10 @@ struct KeyTranslation {
 // check whose inputs cannot have changed: each one reads state that only moves with the
 // fabric's control epoch (FabricHeader::control_epoch: QP entries, MR entries, faults).
 // Left per post: the epoch, the shape, the two ranges, the peer process's liveness (a death
-// advances no epoch), room in the SQ, the calling thread's counter lane. Filled and read
-// only by a thread that owns the QP without its lock (SOFTNIC_SINGLE_THREADED, progress
-// thread off the QP); emptied when the QP stalls (StorePending), since its later WRs then
-// queue and the progress thread may take it.
+// advances no epoch), room in the SQ, the calling thread's counter lane. Read and filled
+// under the QP's lock, or without it by a thread that owns the QP (SOFTNIC_SINGLE_THREADED,
+// progress thread off the QP: `needs_lock` false); emptied when the QP stalls
+// (StorePending), since its later WRs then queue and the progress thread may take it.
 inline const std::atomic<uint64_t> kNoControlEpoch{0};  // an empty route's: no null check
 struct WriteRoute {
   static constexpr uint64_t kEmpty = ~uint64_t{0};  // never a control epoch
@@ -200,6 +200,7 @@ struct WriteRoute {
   const ProcessSlot* peer_process = nullptr;
   uint32_t peer_incarnation = 0;
   bool signaled = false;
+  bool needs_lock = false;  // set at the QP's creation, and by every fill
   uint64_t lane_epoch = 0;  // FastMessageSlots' three counters, valid in this lane epoch
   ShapeCount* requester = nullptr;
   ShapeCount* responder = nullptr;

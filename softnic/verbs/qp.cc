@@ -142,6 +142,9 @@ ibv_qp* CreateQpExOp(ibv_context* context, ibv_qp_init_attr_ex* attr) {
   qp->srq = attr->srq ? ToSoft(attr->srq) : nullptr;
   qp->cap = attr->cap;
   qp->signal_all = attr->sq_sig_all != 0;
+  // Threads may race to post on this QP unless the process said they never do: until a route
+  // is filled, an unlocked reader could see one half-written.
+  qp->write_route.needs_lock = !runtime->single_threaded();
   qp->dest_device = -1;
   if (qp->srq) {
     qp->cap.max_recv_wr = 0;

@@ -575,7 +575,7 @@ template <typename Result, typename FastPath>
 // Remembers the WRITE PostCachedWrite just took as the QP's route. `epoch` was read before
 // PostCachedWrite's checks, so a change since then has left the route stale already.
 [[gnu::noinline]] void FillWriteRoute(SoftQp* qp, const FabricHeader& fabric, const ibv_send_wr& wr,
-                                      uint64_t epoch) {
+                                      uint64_t epoch, bool needs_lock) {
   const ibv_sge& sge = wr.sg_list[0];
   if (sge.length == 0 || sge.length > kSmallCopyBytes) return;
   bool signaled = qp->signal_all || (wr.send_flags & IBV_SEND_SIGNALED);
@@ -599,6 +599,7 @@ template <typename Result, typename FastPath>
   route.peer_process = &fabric.processes[peer.owner_slot];
   route.peer_incarnation = peer.owner_incarnation;
   route.signaled = signaled;
+  route.needs_lock = needs_lock;
   route.lane_epoch = slots.lane_epoch;
   route.requester = slots.requester;
   route.responder = slots.responder;
@@ -620,8 +621,8 @@ template <typename Result, typename FastPath>
   }
 }
 
-// One WRITE that the QP's route did not take: PostCachedWrite, which fills the route when
-// the poster owns the QP alone, else the general path, which fills PostCachedWrite's caches.
+// One WRITE that the QP's route did not take: PostCachedWrite, which fills the route, else
+// the general path, which fills PostCachedWrite's caches.
 [[gnu::noinline]] int PostUnroutedWrite(ibv_qp* ibqp, ibv_send_wr* wr, ibv_send_wr** bad_wr) {
   SoftQp* qp = ToSoft(ibqp);
   Runtime* runtime = Runtime::IfReady();
@@ -630,7 +631,7 @@ template <typename Result, typename FastPath>
   CachedWrite result = PostExclusively(qp, *runtime, CachedWrite::kNotTaken, [&](bool alone) __attribute__((always_inline)) {
     uint64_t epoch = fabric.control_epoch.load(std::memory_order_acquire);
     CachedWrite taken = PostCachedWrite(qp, fabric, *wr);
-    if (alone && taken != CachedWrite::kNotTaken) FillWriteRoute(qp, fabric, *wr, epoch);
+    if (taken != CachedWrite::kNotTaken) FillWriteRoute(qp, fabric, *wr, epoch, !alone);
     return taken;
   });
   return result == CachedWrite::kNotTaken ? PostSendGeneral(ibqp, wr, bad_wr) : FinishCachedWrite(qp, result);
@@ -641,9 +642,17 @@ template <typename Result, typename FastPath>
 int PostSendOp(ibv_qp* ibqp, ibv_send_wr* wr, ibv_send_wr** bad_wr) {
   if (wr == nullptr || wr->next != nullptr || wr->num_sge != 1) return PostSendGeneral(ibqp, wr, bad_wr);
   if (wr->opcode == IBV_WR_RDMA_WRITE) {
-    CachedWrite result = PostRoutedWrite(ToSoft(ibqp), *wr);
+    SoftQp* qp = ToSoft(ibqp);
+    CachedWrite result;
+    if (!qp->write_route.needs_lock) {
+      result = PostRoutedWrite(qp, *wr);
+    } else {
+      LockQpInline(qp);
+      result = PostRoutedWrite(qp, *wr);
+      UnlockQpInline(qp);
+    }
     if (result == CachedWrite::kNotTaken) return PostUnroutedWrite(ibqp, wr, bad_wr);
-    return FinishCachedWrite(ToSoft(ibqp), result);
+    return FinishCachedWrite(qp, result);
   }
   if (wr->opcode == IBV_WR_SEND || wr->opcode == IBV_WR_SEND_WITH_IMM) return PostSingleSend(ibqp, wr, bad_wr);
   return PostSendGeneral(ibqp, wr, bad_wr);
