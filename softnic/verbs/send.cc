@@ -637,20 +637,24 @@ template <typename Result, typename FastPath>
   return result == CachedWrite::kNotTaken ? PostSendGeneral(ibqp, wr, bad_wr) : FinishCachedWrite(qp, result);
 }
 
+// One WRITE on a QP whose route is read under its lock.
+[[gnu::noinline]] int PostLockedWrite(ibv_qp* ibqp, ibv_send_wr* wr, ibv_send_wr** bad_wr) {
+  SoftQp* qp = ToSoft(ibqp);
+  LockQpInline(qp);
+  CachedWrite result = PostRoutedWrite(qp, *wr);
+  UnlockQpInline(qp);
+  if (result == CachedWrite::kNotTaken) return PostUnroutedWrite(ibqp, wr, bad_wr);
+  return FinishCachedWrite(qp, result);
+}
+
 // One WR: a WRITE takes the QP's route, else PostUnroutedWrite; a SEND PostSingleSend;
 // everything else the general path (as tail calls, so that a WRITE's post builds no frame).
 int PostSendOp(ibv_qp* ibqp, ibv_send_wr* wr, ibv_send_wr** bad_wr) {
   if (wr == nullptr || wr->next != nullptr || wr->num_sge != 1) return PostSendGeneral(ibqp, wr, bad_wr);
   if (wr->opcode == IBV_WR_RDMA_WRITE) {
     SoftQp* qp = ToSoft(ibqp);
-    CachedWrite result;
-    if (!qp->write_route.needs_lock) {
-      result = PostRoutedWrite(qp, *wr);
-    } else {
-      LockQpInline(qp);
-      result = PostRoutedWrite(qp, *wr);
-      UnlockQpInline(qp);
-    }
+    if (qp->write_route.needs_lock) return PostLockedWrite(ibqp, wr, bad_wr);
+    CachedWrite result = PostRoutedWrite(qp, *wr);
     if (result == CachedWrite::kNotTaken) return PostUnroutedWrite(ibqp, wr, bad_wr);
     return FinishCachedWrite(qp, result);
   }
