@@ -188,7 +188,7 @@ struct FastMessageSlots {
     return key == requester_key && lane_epoch == LaneEpoch() && responder_device == to_device;
   }
   // Counts one message of the shape they hold, and its post when it is the whole post.
-  [[gnu::always_inline]] void Bump(bool whole_post) {
+  [[gnu::always_inline]] void Bump(bool whole_post) const {
     softnic::Bump(requester);
     softnic::Bump(responder);
     if (whole_post) softnic::Bump(post);

@@ -253,6 +253,13 @@ struct FabricHeader {
 inline void AdvanceControlEpoch(FabricHeader& fabric) {
   fabric.control_epoch.fetch_add(1, std::memory_order_seq_cst);
 }
+// Makes `change` between the two advances.
+template <typename Change>
+inline void ChangeBetweenControlEpochs(FabricHeader& fabric, Change&& change) {
+  AdvanceControlEpoch(fabric);
+  change();
+  AdvanceControlEpoch(fabric);
+}
 
 // Writer side of MrEntry::generation (the one writer of an entry at a time). Returns the
 // generation EndMrChange will publish. Both ends advance the control epoch.

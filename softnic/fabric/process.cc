@@ -28,9 +28,7 @@ void Reclaim(Fabric* fabric, uint32_t slot, uint32_t incarnation) {
     for (QpEntry& qp : device.qps) {
       if (qp.owner_slot == slot && qp.owner_incarnation == incarnation &&
           qp.qpn.load(std::memory_order_relaxed) != 0) {
-        AdvanceControlEpoch(*header);
-        qp.qpn.store(0, std::memory_order_release);
-        AdvanceControlEpoch(*header);
+        ChangeBetweenControlEpochs(*header, [&] { qp.qpn.store(0, std::memory_order_release); });
       }
     }
     for (MrEntry& mr : device.mrs) {

@@ -381,9 +381,7 @@ int FaultsCommand(int argc, char** argv) {
     const FaultSettings& faults = header.devices[d].faults;
     active |= faults.drop_ppm.load() | faults.delay_us.load() | faults.down.load();
   }
-  AdvanceControlEpoch(header);
-  header.faults_active.store(active != 0 ? 1 : 0);
-  AdvanceControlEpoch(header);
+  ChangeBetweenControlEpochs(header, [&] { header.faults_active.store(active != 0 ? 1 : 0); });
   PrintHuman(FabricJson(fabric, only), false);
   return 0;
 }

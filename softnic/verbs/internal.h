@@ -201,10 +201,9 @@ struct WriteRoute {
   uint32_t peer_incarnation = 0;
   bool signaled = false;
   bool needs_lock = false;  // set at the QP's creation, and by every fill
-  uint64_t lane_epoch = 0;  // FastMessageSlots' three counters, valid in this lane epoch
-  ShapeCount* requester = nullptr;
-  ShapeCount* responder = nullptr;
-  ShapeCount* post = nullptr;
+  // The slots this shape counted in when filled (a copy: the QP's FastMessageSlots may move
+  // on to another shape while the route stays), valid in their lane epoch.
+  FastMessageSlots counts;
 
   void Clear() { epoch = kEmpty; }
 };

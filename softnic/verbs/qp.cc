@@ -288,10 +288,8 @@ void SetState(SoftQp* qp, ibv_qp_state state) {
   qp->attr.qp_state = state;
   qp->attr.cur_qp_state = state;
   qp->ex.qp_base.state = state;
-  FabricHeader& fabric = *Runtime::Get()->fabric();
-  AdvanceControlEpoch(fabric);
-  qp->entry->state.store(state, std::memory_order_release);
-  AdvanceControlEpoch(fabric);
+  ChangeBetweenControlEpochs(*Runtime::Get()->fabric(),
+                             [&] { qp->entry->state.store(state, std::memory_order_release); });
 }
 
 void ResetQueues(SoftQp* qp) {
@@ -389,9 +387,7 @@ int ibv_destroy_qp(ibv_qp* ibqp) {
   Runtime* runtime = Runtime::Get();
   LockQp(qp);
   runtime->RemoveStalled(qp);
-  AdvanceControlEpoch(*runtime->fabric());
-  qp->entry->qpn.store(0, std::memory_order_release);
-  AdvanceControlEpoch(*runtime->fabric());
+  ChangeBetweenControlEpochs(*runtime->fabric(), [&] { qp->entry->qpn.store(0, std::memory_order_release); });
   runtime->local_qps[qp->device_index][qp->index] = nullptr;
   if (!qp->srq) RemoveObject(runtime->directory(), qp->recv_object.id);
   delete qp;

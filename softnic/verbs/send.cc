@@ -275,9 +275,8 @@ Outcome ExecuteSend(Runtime* runtime, SoftQp* qp, const WorkRequest& wr, Destina
     cqe.status = protection_ok ? IBV_WC_LOC_LEN_ERR : IBV_WC_LOC_PROT_ERR;
     PushCqe(destination.recv_cq, cqe, destination.device, solicited);
     if (!reliable) return Done(0);
-    AdvanceControlEpoch(*runtime->fabric());
-    destination.entry->state.store(IBV_QPS_ERR, std::memory_order_release);
-    AdvanceControlEpoch(*runtime->fabric());
+    ChangeBetweenControlEpochs(*runtime->fabric(),
+                               [&] { destination.entry->state.store(IBV_QPS_ERR, std::memory_order_release); });
     return Fail(protection_ok ? IBV_WC_REM_INV_REQ_ERR : IBV_WC_REM_OP_ERR);
   }
   Piece all_sources[kMaxPieces];
@@ -579,7 +578,6 @@ template <typename Result, typename FastPath>
   const ibv_sge& sge = wr.sg_list[0];
   if (sge.length == 0 || sge.length > kSmallCopyBytes) return;
   bool signaled = qp->signal_all || (wr.send_flags & IBV_SEND_SIGNALED);
-  const FastMessageSlots& slots = qp->shape_cursors.fast_write[signaled];
   const QpEntry& peer = *qp->connected.entry;
   WriteRoute route;
   route.epoch = epoch;
@@ -600,10 +598,7 @@ template <typename Result, typename FastPath>
   route.peer_incarnation = peer.owner_incarnation;
   route.signaled = signaled;
   route.needs_lock = needs_lock;
-  route.lane_epoch = slots.lane_epoch;
-  route.requester = slots.requester;
-  route.responder = slots.responder;
-  route.post = slots.post;
+  route.counts = qp->shape_cursors.fast_write[signaled];
   qp->write_route = route;
 }
 

@@ -153,10 +153,10 @@ enum class CachedWrite : uint8_t {
   return ring.header()->channel_id == 0 ? CachedWrite::kDone : CachedWrite::kCqWithChannel;
 }
 
-// A post of one small WRITE whose every cache holds (peer, keys, counter slots), by a thread
-// that needs no lock for the QP: TryFastWrite's checks, each a load and a compare, and no
-// call, so that the provider's post saves no registers and builds no frame per WR. It
-// decides everything before the first store: a miss returns kNotTaken with nothing done.
+// A post of one small WRITE whose every cache holds (peer, keys, counter slots), under the
+// QP's lock or by the thread that owns it: TryFastWrite's checks, each a load and a compare,
+// and no call. It decides everything before the first store: a miss returns kNotTaken with
+// nothing done.
 [[gnu::always_inline]] inline CachedWrite PostCachedWrite(SoftQp* qp, const FabricHeader& fabric,
                                                           const ibv_send_wr& wr) {
   const ibv_sge& sge = wr.sg_list[0];
@@ -198,7 +198,7 @@ enum class CachedWrite : uint8_t {
     if (sge.lkey != route.lkey || sge.addr - route.local_first > route.local_span) return CachedWrite::kNotTaken;
     source += route.local_bias;
   }
-  if (!ProcessSlotAlive(*route.peer_process, route.peer_incarnation) || route.lane_epoch != LaneEpoch() ||
+  if (!ProcessSlotAlive(*route.peer_process, route.peer_incarnation) || route.counts.lane_epoch != LaneEpoch() ||
       qp->sq_posted - qp->sq_retired.load(std::memory_order_acquire) >= qp->cap.max_send_wr) {
     return CachedWrite::kNotTaken;
   }
@@ -206,9 +206,7 @@ enum class CachedWrite : uint8_t {
   if (bytes > kSmallCopyBytes) __builtin_unreachable();  // FillWriteRoute's rule: no memcpy call here
   CopyOrderedSingle(reinterpret_cast<uint8_t*>(wr.wr.rdma.remote_addr + route.remote_bias), source, bytes);
   uint32_t slot = ++qp->sq_posted;
-  Bump(route.requester);
-  Bump(route.responder);
-  Bump(route.post);
+  route.counts.Bump(true);
   return route.signaled ? PushCachedWriteCompletion(qp, wr.wr_id, bytes, slot) : CachedWrite::kDone;
 }
 
