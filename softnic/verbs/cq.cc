@@ -146,24 +146,22 @@ int PollCqOp(ibv_cq* ibcq, int entries, ibv_wc* wc) {
   Runtime* runtime = Runtime::Get();
   if (runtime->stalled_count.load(std::memory_order_relaxed) != 0) runtime->ProgressStalled();
   int polled = 0;
-  {
-    // Up to kCqesPerClaim entries are taken with one claim of the ring: a consumer that is
-    // behind pays one atomic per batch, not one per completion.
-    Cqe batch[kCqesPerClaim];
-    while (polled < entries) {
-      uint32_t wanted = uint32_t(std::min<int>(entries - polled, int(kCqesPerClaim)));
-      uint64_t dequeued;
-      uint32_t taken = cq->ring.TryPopMany(wanted, &dequeued, [&](uint32_t i, const void* payload) {
-        std::memcpy(&batch[i], payload, sizeof(Cqe));
-      });
-      bool purging = cq->purge_count.load(std::memory_order_relaxed) != 0;
-      for (uint32_t i = 0; i < taken; ++i) {
-        if (__builtin_expect(purging, 0) && Purged(cq, batch[i], dequeued - taken + i + 1)) continue;
-        ToWc(batch[i], &wc[polled++]);
-        Retire(runtime, cq, batch[i]);
-      }
-      if (taken < wanted) break;
+  // Up to kCqesPerClaim entries are taken with one claim of the ring: a consumer that is
+  // behind pays one atomic per batch, not one per completion.
+  Cqe batch[kCqesPerClaim];
+  while (polled < entries) {
+    uint32_t wanted = uint32_t(std::min<int>(entries - polled, int(kCqesPerClaim)));
+    uint64_t dequeued;
+    uint32_t taken = cq->ring.TryPopMany(wanted, &dequeued, [&](uint32_t i, const void* payload) {
+      std::memcpy(&batch[i], payload, sizeof(Cqe));
+    });
+    bool purging = cq->purge_count.load(std::memory_order_relaxed) != 0;
+    for (uint32_t i = 0; i < taken; ++i) {
+      if (__builtin_expect(purging, 0) && Purged(cq, batch[i], dequeued - taken + i + 1)) continue;
+      ToWc(batch[i], &wc[polled++]);
+      Retire(runtime, cq, batch[i]);
     }
+    if (taken < wanted) break;
   }
   return polled == 0 ? PolledNothing(cq) : polled;
 }
