@@ -240,7 +240,7 @@ struct FabricHeader {
   pthread_mutex_t admin;  // robust; serializes slot reclaim and table allocation (cold)
   // Advanced before and after every change to a QP entry's state, number or flags, to an
   // MR entry, or to the fault settings (AdvanceControlEpoch): a cache of a post's checks
-  // (SoftQp::write_route) holds exactly while it has not moved. Alone on its line, which
+  // (SoftQp::write_routes) holds exactly while it has not moved. Alone on its line, which
   // only those changes write.
   alignas(kCacheLineBytes) std::atomic<uint64_t> control_epoch{0};
   ProcessSlot processes[kMaxProcesses];

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <algorithm>
+#include <array>
 #include <infiniband/verbs.h>
 
 #include <atomic>
@@ -172,7 +173,7 @@ struct KeyTranslation {
   uint64_t bias = 0;    // local address = address + bias (mod 2^64)
 };
 
-// A QP's last WRITE that PostCachedWrite took, remembered so that a post of the same shape
+// A QP's last WRITE that PostCachedWrite took (one per value of IBV_SEND_SIGNALED), remembered so that a post of the same shape
 // (one SGE, the same flags, length and keys, addresses inside the same regions) skips every
 // check whose inputs cannot have changed: each one reads state that only moves with the
 // fabric's control epoch (FabricHeader::control_epoch: QP entries, MR entries, faults).
@@ -263,7 +264,10 @@ struct WrBatch {
 
 struct SoftQp {
   ibv_qp_ex ex;  // its prefix is struct ibv_qp
-  WriteRoute write_route;
+  // Indexed by the WR's IBV_SEND_SIGNALED: a sender signaling one WR in n (perftest's cq_mod)
+  // alternates two shapes, and one route would be refilled twice per n posts.
+  std::array<WriteRoute, 2> write_routes;
+  WriteRoute& RouteFor(uint32_t send_flags) { return write_routes[(send_flags & IBV_SEND_SIGNALED) != 0]; }
   SoftContext* context;
   uint32_t device_index;
   QpEntry* entry;

@@ -144,7 +144,7 @@ ibv_qp* CreateQpExOp(ibv_context* context, ibv_qp_init_attr_ex* attr) {
   qp->signal_all = attr->sq_sig_all != 0;
   // Threads may race to post on this QP unless the process said they never do: until a route
   // is filled, an unlocked reader could see one half-written.
-  qp->write_route.needs_lock = !runtime->single_threaded();
+  for (WriteRoute& route : qp->write_routes) route.needs_lock = !runtime->single_threaded();
   qp->dest_device = -1;
   if (qp->srq) {
     qp->cap.max_recv_wr = 0;
@@ -239,7 +239,7 @@ bool ValidateValues(SoftQp* qp, const ibv_qp_attr& attr, int mask) {
   return true;
 }
 
-// Both bracket their change with AdvanceControlEpoch: cached checks (SoftQp::write_route)
+// Both bracket their change with AdvanceControlEpoch: cached checks (SoftQp::write_routes)
 // read the entry's state and flags, and this QP's own destination.
 void ApplyAttributes(SoftQp* qp, const ibv_qp_attr& attr, int mask) {
   FabricHeader& fabric = *Runtime::Get()->fabric();

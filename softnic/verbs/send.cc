@@ -599,7 +599,7 @@ template <typename Result, typename FastPath>
   route.signaled = signaled;
   route.needs_lock = needs_lock;
   route.counts = qp->shape_cursors.fast_write[signaled];
-  qp->write_route = route;
+  qp->RouteFor(wr.send_flags) = route;
 }
 
 // The end of a cached WRITE whose CQE found its CQ full or with a completion channel.
@@ -636,7 +636,7 @@ template <typename Result, typename FastPath>
 [[gnu::noinline]] int PostLockedWrite(ibv_qp* ibqp, ibv_send_wr* wr, ibv_send_wr** bad_wr) {
   SoftQp* qp = ToSoft(ibqp);
   LockQpInline(qp);
-  CachedWrite result = PostRoutedWrite(qp, *wr);
+  CachedWrite result = PostRoutedWrite(qp, qp->RouteFor(wr->send_flags), *wr);
   UnlockQpInline(qp);
   if (result == CachedWrite::kNotTaken) return PostUnroutedWrite(ibqp, wr, bad_wr);
   return FinishCachedWrite(qp, result);
@@ -648,8 +648,9 @@ int PostSendOp(ibv_qp* ibqp, ibv_send_wr* wr, ibv_send_wr** bad_wr) {
   if (wr == nullptr || wr->next != nullptr || wr->num_sge != 1) return PostSendGeneral(ibqp, wr, bad_wr);
   if (wr->opcode == IBV_WR_RDMA_WRITE) {
     SoftQp* qp = ToSoft(ibqp);
-    if (qp->write_route.needs_lock) return PostLockedWrite(ibqp, wr, bad_wr);
-    CachedWrite result = PostRoutedWrite(qp, *wr);
+    const WriteRoute& route = qp->RouteFor(wr->send_flags);
+    if (route.needs_lock) return PostLockedWrite(ibqp, wr, bad_wr);
+    CachedWrite result = PostRoutedWrite(qp, route, *wr);
     if (result == CachedWrite::kNotTaken) return PostUnroutedWrite(ibqp, wr, bad_wr);
     return FinishCachedWrite(qp, result);
   }

@@ -183,8 +183,7 @@ enum class CachedWrite : uint8_t {
 // A post of one WR, a one-SGE WRITE (the caller checked that much), of the shape the QP's
 // route holds (WriteRoute), to addresses inside its regions: kNotTaken, with nothing done,
 // when any check fails. No call, no frame.
-[[gnu::always_inline]] inline CachedWrite PostRoutedWrite(SoftQp* qp, const ibv_send_wr& wr) {
-  const WriteRoute& route = qp->write_route;
+[[gnu::always_inline]] inline CachedWrite PostRoutedWrite(SoftQp* qp, const WriteRoute& route, const ibv_send_wr& wr) {
   if (wr.send_flags != route.send_flags || route.epoch != route.control_epoch->load(std::memory_order_acquire)) {
     return CachedWrite::kNotTaken;
   }

@@ -147,7 +147,7 @@ void CopyWorkRequest(const WorkRequest& wr, StoredWorkRequest* stored) {
 }
 
 void StorePending(SoftQp* qp, const WorkRequest& wr, uint32_t slot) {
-  qp->write_route.Clear();  // later WRs queue behind this one
+  for (WriteRoute& route : qp->write_routes) route.Clear();  // later WRs queue behind this one
   qp->pending.emplace_back();
   StoredWorkRequest& stored = qp->pending.back();
   CopyWorkRequest(wr, &stored);

@@ -64,26 +64,45 @@ TEST_P(RecvErrors, RcNoRecvThenRecvWithInfiniteRnrRetry) {
 // posted several WRITEs of its shape (whatever a provider caches for them is warm).
 TEST_P(RecvErrors, RcWarmWriteWaitsBehindRnrStalledSend) {
   CONFORMANCE_SETUP(SetUpPair(IBV_QPT_RC, {.rnr_retry = 7, .min_rnr_timer = 1}));
-  constexpr size_t kWriteFrom = 1024, kWriteTo = 2048, kWriteBytes = 32;
+  constexpr size_t kWriteFrom = 1024, kWriteTo = 2048, kWriteBytes = 32, kFenceTo = 3072;
   std::memset(send_buf_.data() + kWriteFrom, 0x5a, kWriteBytes);
-  SendSpec write{.opcode = IBV_WR_RDMA_WRITE, .sges = {Sge(send_buf_, kWriteFrom, kWriteBytes)}, .wr_id = 77,
-                 .remote_addr = recv_buf_.addr() + kWriteTo, .rkey = recv_buf_.rkey()};
-  for (int i = 0; i < 3; ++i) ASSERT_NO_FATAL_FAILURE(PostAndExpect(*pair_.a, write, IBV_WC_SUCCESS));
-  std::memset(recv_buf_.data() + kWriteTo, 0, kWriteBytes);
-  ASSERT_EQ(PostSend(pair_.a->qp(), Send(0x33)), 0);
-  ASSERT_EQ(PostSend(pair_.a->qp(), write), 0);
-  ibv_wc early{};
-  EXPECT_TRUE(StaysEmpty(pair_.a->send_cq(), std::chrono::milliseconds(50), &early))
-      << "completed before the stalled SEND met a RECV: " << Describe(early);
-  for (size_t i = 0; i < kWriteBytes; ++i)
-    ASSERT_EQ(recv_buf_.data()[kWriteTo + i], 0) << "the WRITE overtook the stalled SEND";
-  ASSERT_EQ(PostRecv(pair_.b->qp(), {Sge(recv_buf_, 0, kMessageBytes)}, 9), 0);
-  ibv_wc wc{};
-  ASSERT_NO_FATAL_FAILURE(ExpectCompletion(pair_.a->send_cq(), IBV_WC_SUCCESS, &wc));
-  EXPECT_EQ(wc.wr_id, 1u) << "the SEND completes first";
-  ASSERT_NO_FATAL_FAILURE(ExpectCompletion(pair_.a->send_cq(), IBV_WC_SUCCESS, &wc));
-  EXPECT_EQ(wc.wr_id, 77u);
-  EXPECT_EQ(recv_buf_.data()[kWriteTo], 0x5a);
+  // A provider may remember a signaled and an unsignaled shape apart: warm and stall each.
+  for (unsigned flags : {unsigned{IBV_SEND_SIGNALED}, 0u}) {
+    SCOPED_TRACE(flags != 0 ? "signaled WRITEs" : "unsignaled WRITEs");
+    SendSpec write{.opcode = IBV_WR_RDMA_WRITE, .sges = {Sge(send_buf_, kWriteFrom, kWriteBytes)}, .flags = flags,
+                   .wr_id = 77, .remote_addr = recv_buf_.addr() + kWriteTo, .rkey = recv_buf_.rkey()};
+    for (int i = 0; i < 3; ++i) ASSERT_EQ(PostSend(pair_.a->qp(), write), 0);
+    SendSpec fence{.opcode = IBV_WR_RDMA_WRITE, .sges = {Sge(send_buf_, 0, 8)}, .wr_id = 88,
+                   .remote_addr = recv_buf_.addr() + kFenceTo, .rkey = recv_buf_.rkey()};
+    // Completions come in order: the fence's means every WRITE before it is done.
+    auto drain_through_fence = [&] {
+      ASSERT_EQ(PostSend(pair_.a->qp(), fence), 0);
+      ibv_wc wc{};
+      do {
+        ASSERT_NO_FATAL_FAILURE(ExpectCompletion(pair_.a->send_cq(), IBV_WC_SUCCESS, &wc));
+      } while (wc.wr_id != fence.wr_id);
+    };
+    ASSERT_NO_FATAL_FAILURE(drain_through_fence());
+    std::memset(recv_buf_.data() + kWriteTo, 0, kWriteBytes);
+    ASSERT_EQ(PostSend(pair_.a->qp(), Send(0x33)), 0);
+    ASSERT_EQ(PostSend(pair_.a->qp(), write), 0);
+    ibv_wc early{};
+    EXPECT_TRUE(StaysEmpty(pair_.a->send_cq(), std::chrono::milliseconds(50), &early))
+        << "completed before the stalled SEND met a RECV: " << Describe(early);
+    for (size_t i = 0; i < kWriteBytes; ++i)
+      ASSERT_EQ(recv_buf_.data()[kWriteTo + i], 0) << "the WRITE overtook the stalled SEND";
+    ASSERT_EQ(PostRecv(pair_.b->qp(), {Sge(recv_buf_, 0, kMessageBytes)}, 9), 0);
+    ibv_wc wc{};
+    ASSERT_NO_FATAL_FAILURE(ExpectCompletion(pair_.a->send_cq(), IBV_WC_SUCCESS, &wc));
+    EXPECT_EQ(wc.wr_id, 1u) << "the SEND completes first";
+    if (flags != 0) {
+      ASSERT_NO_FATAL_FAILURE(ExpectCompletion(pair_.a->send_cq(), IBV_WC_SUCCESS, &wc));
+      EXPECT_EQ(wc.wr_id, 77u);
+    }
+    ASSERT_NO_FATAL_FAILURE(drain_through_fence());
+    EXPECT_EQ(recv_buf_.data()[kWriteTo], 0x5a);
+    ASSERT_NO_FATAL_FAILURE(ExpectCompletion(pair_.b->recv_cq(), IBV_WC_SUCCESS));
+  }
 }
 
 TEST_P(RecvErrors, UcNoRecvDropped) {
