@@ -6,8 +6,10 @@
 // rate: no provider, however fast, can make it report more.
 //
 // Only for message-rate tools whose correctness does not depend on the data (ib_write_bw,
-// ib_read_bw, ib_atomic_bw on the client side). Single-threaded, like those tools, and
-// completions come only for WRs marked IBV_SEND_SIGNALED (those tools never set sq_sig_all).
+// ib_read_bw, ib_atomic_bw on the client side, rdmalab-bench tput's WRITE client), and
+// whose threads each post on their own QPs and poll their own CQ, as those do: a thread's
+// polls return its own posts. Completions come only for WRs marked IBV_SEND_SIGNALED
+// (those tools never set sq_sig_all).
 #include <dlfcn.h>
 #include <infiniband/verbs.h>
 
@@ -18,30 +20,34 @@
 
 namespace {
 
-// Signaled WRs posted and not yet polled. A tool never has more outstanding than its send
-// queue holds, far below this.
-constexpr uint32_t kMaxOutstanding = 1u << 16;
-uint64_t outstanding_wr_id[kMaxOutstanding];
-uint64_t posted_count = 0;
-uint64_t polled_count = 0;
+// Signaled WRs posted and not yet polled, per thread. A tool never has more outstanding than
+// its send queue holds, far below this. initial-exec TLS: an access costs what a global's
+// does, so the ceiling stays the tool's loop alone.
+constexpr uint32_t kMaxOutstanding = 1u << 13;
+struct Outstanding {
+  uint64_t wr_id[kMaxOutstanding];
+  uint64_t posted;
+  uint64_t polled;
+};
+thread_local Outstanding outstanding __attribute__((tls_model("initial-exec")));
 
 int NullPostSend(ibv_qp*, ibv_send_wr* wr, ibv_send_wr** bad_wr) {
   for (; wr != nullptr; wr = wr->next) {
     if ((wr->send_flags & IBV_SEND_SIGNALED) == 0) continue;
-    if (posted_count - polled_count == kMaxOutstanding) {
+    if (outstanding.posted - outstanding.polled == kMaxOutstanding) {
       *bad_wr = wr;
       return ENOMEM;
     }
-    outstanding_wr_id[posted_count++ % kMaxOutstanding] = wr->wr_id;
+    outstanding.wr_id[outstanding.posted++ % kMaxOutstanding] = wr->wr_id;
   }
   return 0;
 }
 
 int NullPollCq(ibv_cq*, int entries, ibv_wc* wc) {
   int polled = 0;
-  for (; polled < entries && polled_count != posted_count; ++polled) {
+  for (; polled < entries && outstanding.polled != outstanding.posted; ++polled) {
     wc[polled] = ibv_wc{};
-    wc[polled].wr_id = outstanding_wr_id[polled_count++ % kMaxOutstanding];
+    wc[polled].wr_id = outstanding.wr_id[outstanding.polled++ % kMaxOutstanding];
     wc[polled].status = IBV_WC_SUCCESS;
     wc[polled].opcode = IBV_WC_RDMA_WRITE;
   }
