@@ -31,7 +31,10 @@ constexpr std::chrono::milliseconds kRunTimeoutMs{240'000};
 static_assert(kSignalEvery <= kSendQueueDepth / 2);
 
 // A request slot as the worker polls it: the sequence number last, so that seeing it
-// means the whole request is there (RDMA WRITEs become visible in address order).
+// means the whole request is there (RDMA WRITEs become visible in address order). The
+// worker waits for the exact number it expects next in the slot, not for any change: the
+// word itself may be seen half-written (kernel rxe's memcpy is byte-wise in the TCG guest,
+// so 0x1ff -> 0x200 can read 0x100), and only the whole new value equals the expected one.
 struct Request {
   uint64_t payload[kPayloadWords];
   uint64_t seq;
@@ -114,12 +117,13 @@ CONFORMANCE_HELPER(herd_worker) {
   if (!ah) return HelperFail(std::string("ibv_create_ah: ") + strerror(errno));
 
   WorkerReport report;
-  uint64_t last_seq[kWindow] = {};
+  uint64_t expected_seq[kWindow];  // the client's numbering, below
+  for (uint32_t slot = 0; slot < kWindow; ++slot) expected_seq[slot] = slot + 1;
   for (uint64_t round = 1;; ++round) {
     for (uint32_t slot = 0; slot < kWindow; ++slot) {
       uint64_t seq = std::atomic_ref<uint64_t>(slots[slot].seq).load(std::memory_order_acquire);
-      if (seq == last_seq[slot]) continue;
-      last_seq[slot] = seq;
+      if (seq != expected_seq[slot]) continue;
+      expected_seq[slot] += kWindow;
       for (uint32_t word = 0; word < kPayloadWords; ++word) {
         if (slots[slot].payload[word] != PayloadWord(seq, word)) {
           ++report.corrupt;
