@@ -6,7 +6,8 @@
 // Contract: any number of producers and consumers, in any processes that map the ring.
 // A producer claims a position with a CAS on enqueue_pos, writes the payload and publishes
 // it with a release store of the slot's sequence (position + 1). A consumer copies a
-// published payload out first and then claims it with a CAS on dequeue_pos; a failed claim
+// published payload out first and then claims it with a CAS on dequeue_pos (a release
+// store when the caller is the only consumer, Consumers::kOne); a failed claim
 // discards the copy. So only producers write slots, and a slot is free again as soon as
 // dequeue_pos has passed it. Producers learn that from a cached dequeue_pos, re-read only
 // when the cache says full: in steady state a producer reads no cache line a consumer
@@ -25,6 +26,10 @@
 namespace softnic {
 
 enum NotifyArm : uint32_t { kNotArmed = 0, kArmedAny = 1, kArmedSolicited = 2 };
+
+// Who may pop concurrently: kMany claims with a CAS; kOne (a CQ of a process that promised
+// SOFTNIC_SINGLE_THREADED) with a release store, a locked instruction fewer per poll.
+enum class Consumers : uint8_t { kMany, kOne };
 
 struct alignas(kCacheLineBytes) RingHeader {
   uint32_t capacity = 0;  // power of two
@@ -156,7 +161,7 @@ class Ring {
   // claim drops the copies and starts over). Returns the count taken, 0 when empty;
   // `dequeued` as for TryPop.
   template <typename Copy>
-  uint32_t TryPopMany(uint32_t max, uint64_t* dequeued, Copy&& copy) {
+  uint32_t TryPopMany(uint32_t max, uint64_t* dequeued, Copy&& copy, Consumers consumers = Consumers::kMany) {
     uint64_t pos = header_->dequeue_pos.load(std::memory_order_relaxed);
     for (;;) {
       uint32_t ready = 0;
@@ -174,11 +179,14 @@ class Ring {
       }
       // Success means nobody claimed pos..pos+ready-1 since they were published, so no
       // producer can have refilled them under the copies.
-      if (header_->dequeue_pos.compare_exchange_weak(pos, pos + ready, std::memory_order_release,
-                                                     std::memory_order_relaxed)) {
-        if (dequeued != nullptr) *dequeued = pos + ready;
-        return ready;
+      if (consumers == Consumers::kOne) {
+        header_->dequeue_pos.store(pos + ready, std::memory_order_release);
+      } else if (!header_->dequeue_pos.compare_exchange_weak(pos, pos + ready, std::memory_order_release,
+                                                             std::memory_order_relaxed)) {
+        continue;
       }
+      if (dequeued != nullptr) *dequeued = pos + ready;
+      return ready;
     }
   }
 
@@ -186,12 +194,12 @@ class Ring {
   // the ring is empty. `dequeued`, if given, receives the dequeue count after this pop:
   // whoever later learns it (a receive completion carries it to the ring's owner) can pass
   // it to NoteDequeued and spare the producer a read of the consumers' line.
-  bool TryPop(void* out, size_t bytes, uint64_t* dequeued = nullptr) {
+  bool TryPop(void* out, size_t bytes, uint64_t* dequeued = nullptr, Consumers consumers = Consumers::kMany) {
     auto copy = [&](const void* payload) {
       std::memcpy(out, payload, bytes);
       return true;
     };
-    return TryPopIf(dequeued, copy) == PopResult::kTaken;
+    return TryPopIf(dequeued, copy, consumers) == PopResult::kTaken;
   }
 
   enum class PopResult : uint8_t { kEmpty, kDeclined, kTaken };
@@ -202,7 +210,7 @@ class Ring {
   // consumer and producer tore: the claim then fails and what it read is dropped, so take
   // must only read the payload and keep what it read until the claim succeeds.
   template <typename Take>
-  [[gnu::always_inline]] PopResult TryPopIf(uint64_t* dequeued, Take&& take) {
+  [[gnu::always_inline]] PopResult TryPopIf(uint64_t* dequeued, Take&& take, Consumers consumers = Consumers::kMany) {
     uint64_t pos = header_->dequeue_pos.load(std::memory_order_relaxed);
     for (;;) {
       RingSlot* slot = Slot(pos & mask_);
@@ -217,11 +225,14 @@ class Ring {
           pos = header_->dequeue_pos.load(std::memory_order_relaxed);
           continue;
         }
-        if (header_->dequeue_pos.compare_exchange_weak(pos, pos + 1, std::memory_order_release,
-                                                       std::memory_order_relaxed)) {
-          if (dequeued != nullptr) *dequeued = pos + 1;
-          return PopResult::kTaken;
+        if (consumers == Consumers::kOne) {
+          header_->dequeue_pos.store(pos + 1, std::memory_order_release);
+        } else if (!header_->dequeue_pos.compare_exchange_weak(pos, pos + 1, std::memory_order_release,
+                                                               std::memory_order_relaxed)) {
+          continue;
         }
+        if (dequeued != nullptr) *dequeued = pos + 1;
+        return PopResult::kTaken;
       } else {
         pos = header_->dequeue_pos.load(std::memory_order_relaxed);
       }

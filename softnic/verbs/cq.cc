@@ -99,10 +99,11 @@ void ReportOverrun(SoftCq* cq) {
 // The next entry to report, skipping those of reset QPs. False when the CQ is empty.
 [[gnu::always_inline]] inline bool PopCqe(SoftCq* cq, Cqe* cqe) {
   uint64_t dequeued;
-  while (cq->ring.TryPop(cqe, sizeof(*cqe), &dequeued)) {
-    if (__builtin_expect(cq->purge_count.load(std::memory_order_relaxed) == 0, 1) || !Purged(cq, *cqe, dequeued)) {
-      return true;
+  while (cq->ring.TryPop(cqe, sizeof(*cqe), &dequeued, cq->consumers)) {
+    if (__builtin_expect(cq->purge_count.load(std::memory_order_relaxed) != 0, 0) && Purged(cq, *cqe, dequeued)) {
+      continue;
     }
+    return true;
   }
   return false;
 }
@@ -154,7 +155,7 @@ int PollCqOp(ibv_cq* ibcq, int entries, ibv_wc* wc) {
     uint64_t dequeued;
     uint32_t taken = cq->ring.TryPopMany(wanted, &dequeued, [&](uint32_t i, const void* payload) {
       std::memcpy(&batch[i], payload, sizeof(Cqe));
-    });
+    }, cq->consumers);
     bool purging = cq->purge_count.load(std::memory_order_relaxed) != 0;
     for (uint32_t i = 0; i < taken; ++i) {
       if (__builtin_expect(purging, 0) && Purged(cq, batch[i], dequeued - taken + i + 1)) continue;
@@ -232,6 +233,7 @@ SoftCq* CreateCq(ibv_context* context, uint32_t entries, ibv_comp_channel* chann
   }
   SoftContext* soft_context = ToSoft(context);
   cq->device_index = soft_context->device_index;
+  cq->consumers = runtime->single_threaded() ? Consumers::kOne : Consumers::kMany;
   cq->channel = channel ? ToSoft(channel) : nullptr;
   cq->ring.header()->channel_id = cq->channel ? cq->channel->fifo_id : 0;
   cq->ring.header()->async_channel_id = soft_context->async_fifo_id;

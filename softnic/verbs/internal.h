@@ -136,6 +136,7 @@ struct SoftCq {
   ObjectRef object;
   SoftChannel* channel;
   Cqe current;  // the entry being read through the extended poll API
+  Consumers consumers;  // kOne under SOFTNIC_SINGLE_THREADED: polls claim without a CAS
   bool overrun_reported;
   std::atomic<uint32_t> purge_count{0};  // poll's one check: purges.size(), written under purge_mutex
   std::mutex purge_mutex;

@@ -77,9 +77,11 @@ uint32_t PushMany(Ring& ring, uint64_t first, uint32_t count) {
   });
 }
 
-uint32_t PopMany(Ring& ring, Entry* out, uint32_t max, uint64_t* dequeued = nullptr) {
-  return ring.TryPopMany(max, dequeued,
-                         [&](uint32_t i, const void* payload) { std::memcpy(&out[i], payload, sizeof(Entry)); });
+uint32_t PopMany(Ring& ring, Entry* out, uint32_t max, uint64_t* dequeued = nullptr,
+                 Consumers consumers = Consumers::kMany) {
+  return ring.TryPopMany(
+      max, dequeued, [&](uint32_t i, const void* payload) { std::memcpy(&out[i], payload, sizeof(Entry)); },
+      consumers);
 }
 
 TEST(Ring, ListsPushAsMuchAsFitsAndPopInOrder) {
@@ -119,11 +121,12 @@ TEST(Ring, AProducerHandleSeesSpaceFreedThroughAnotherHandle) {
   }
 }
 
-// Producers push one entry or lists of `push_list`; consumers pop one or up to `pop_list`.
-void TakeEveryEntryOnceAndWhole(uint32_t push_list, uint32_t pop_list) {
+// Producers push one entry or lists of `push_list`; consumers (two, or one for
+// Consumers::kOne) pop one or up to `pop_list`.
+void TakeEveryEntryOnceAndWhole(uint32_t push_list, uint32_t pop_list, Consumers consumers = Consumers::kMany) {
   // More threads than the 2 cores here: preemption mid-push and mid-pop happens too.
   constexpr uint32_t kProducers = 2;
-  constexpr uint32_t kConsumers = 2;
+  const uint32_t consumer_count = consumers == Consumers::kOne ? 1 : 2;
   constexpr uint64_t kPerProducer = 100'000;
   constexpr uint32_t kEmptyPollsPerYield = 256;
   constexpr std::chrono::seconds kBudget{30};  // about 0.1 s when the ring works
@@ -149,13 +152,14 @@ void TakeEveryEntryOnceAndWhole(uint32_t push_list, uint32_t pop_list) {
       }
     });
   }
-  for (uint32_t c = 0; c < kConsumers; ++c) {
+  for (uint32_t c = 0; c < consumer_count; ++c) {
     threads.emplace_back([&] {
       Ring ring = memory.Handle();
       std::vector<Entry> out(pop_list);
       uint32_t empty_polls = 0;
       while (taken.load(std::memory_order_relaxed) < kProducers * kPerProducer) {
-        uint32_t got = pop_list == 1 ? uint32_t(ring.TryPop(&out[0], sizeof(Entry))) : PopMany(ring, out.data(), pop_list);
+        uint32_t got = pop_list == 1 ? uint32_t(ring.TryPop(&out[0], sizeof(Entry), nullptr, consumers))
+                                     : PopMany(ring, out.data(), pop_list, nullptr, consumers);
         if (got == 0) {
           if (++empty_polls % kEmptyPollsPerYield == 0) {
             if (!in_time()) return;
@@ -188,6 +192,13 @@ void TakeEveryEntryOnceAndWhole(uint32_t push_list, uint32_t pop_list) {
 TEST(Ring, ConcurrentProducersAndConsumersTakeEveryEntryOnceAndWhole) { TakeEveryEntryOnceAndWhole(1, 1); }
 
 TEST(Ring, ConcurrentListPushesAndPopsTakeEveryEntryOnceAndWhole) { TakeEveryEntryOnceAndWhole(3, 5); }
+
+// A CQ of a SOFTNIC_SINGLE_THREADED process: producers in several processes, one consumer
+// claiming with a store.
+TEST(Ring, ConcurrentProducersAndTheOneConsumerTakeEveryEntryOnceAndWhole) {
+  TakeEveryEntryOnceAndWhole(1, 1, Consumers::kOne);
+  TakeEveryEntryOnceAndWhole(3, 5, Consumers::kOne);
+}
 
 }  // namespace
 }  // namespace softnic
