@@ -174,10 +174,11 @@ struct KeyTranslation {
   uint64_t bias = 0;    // local address = address + bias (mod 2^64)
 };
 
-// A QP's last WRITE that PostCachedWrite took (one per value of IBV_SEND_SIGNALED), remembered so that a post of the same shape
-// (one SGE, the same flags, length and keys, addresses inside the same regions) skips every
-// check whose inputs cannot have changed: each one reads state that only moves with the
-// fabric's control epoch (FabricHeader::control_epoch: QP entries, MR entries, faults).
+// A QP's last WRITE that PostCachedWrite took (one per value of IBV_SEND_SIGNALED),
+// remembered so that a post of the same shape (one SGE, the same flags, length and keys,
+// addresses inside the same regions) skips every check whose inputs cannot have changed:
+// each one reads state that only moves with the fabric's control epoch
+// (FabricHeader::control_epoch: QP entries, MR entries, faults).
 // Left per post: the epoch, the shape, the two ranges, the peer process's liveness (a death
 // advances no epoch), room in the SQ, the calling thread's counter lane. Read and filled
 // under the QP's lock, or without it by a thread that owns the QP (SOFTNIC_SINGLE_THREADED,
