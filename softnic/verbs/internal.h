@@ -185,7 +185,8 @@ struct KeyTranslation {
 // progress thread off the QP: `needs_lock` false); emptied when the QP stalls
 // (StorePending), since its later WRs then queue and the progress thread may take it.
 inline const std::atomic<uint64_t> kNoControlEpoch{0};  // an empty route's: no null check
-struct WriteRoute {
+// 256 bytes, a power of two: a post indexes a QP's routes with a shift, not a multiply.
+struct alignas(256) WriteRoute {
   static constexpr uint64_t kEmpty = ~uint64_t{0};  // never a control epoch
   uint64_t epoch = kEmpty;
   const std::atomic<uint64_t>* control_epoch = &kNoControlEpoch;

@@ -632,11 +632,11 @@ template <typename Result, typename FastPath>
   return result == CachedWrite::kNotTaken ? PostSendGeneral(ibqp, wr, bad_wr) : FinishCachedWrite(qp, result);
 }
 
-// One WRITE on a QP whose route is read under its lock.
-[[gnu::noinline]] int PostLockedWrite(ibv_qp* ibqp, ibv_send_wr* wr, ibv_send_wr** bad_wr) {
+// One WRITE on a QP whose route (PostSendOp's pick) is read under its lock.
+[[gnu::noinline]] int PostLockedWrite(ibv_qp* ibqp, ibv_send_wr* wr, ibv_send_wr** bad_wr, const WriteRoute& route) {
   SoftQp* qp = ToSoft(ibqp);
   LockQpInline(qp);
-  CachedWrite result = PostRoutedWrite(qp, qp->RouteFor(wr->send_flags), *wr);
+  CachedWrite result = PostRoutedWrite(qp, route, *wr);
   UnlockQpInline(qp);
   if (result == CachedWrite::kNotTaken) return PostUnroutedWrite(ibqp, wr, bad_wr);
   return FinishCachedWrite(qp, result);
@@ -649,7 +649,7 @@ int PostSendOp(ibv_qp* ibqp, ibv_send_wr* wr, ibv_send_wr** bad_wr) {
   if (wr->opcode == IBV_WR_RDMA_WRITE) {
     SoftQp* qp = ToSoft(ibqp);
     const WriteRoute& route = qp->RouteFor(wr->send_flags);
-    if (route.needs_lock) return PostLockedWrite(ibqp, wr, bad_wr);
+    if (route.needs_lock) return PostLockedWrite(ibqp, wr, bad_wr, route);
     CachedWrite result = PostRoutedWrite(qp, route, *wr);
     if (result == CachedWrite::kNotTaken) return PostUnroutedWrite(ibqp, wr, bad_wr);
     return FinishCachedWrite(qp, result);
