@@ -88,7 +88,8 @@ def main() -> int:
     first = "x threads=" + str(a.threads[0])
     header = f"{'threads':>8} {'Mops':>10} {first:>14}"
     if "ceiling" in sides:
-        header += f" {'ceiling Mops':>13} {'ceiling ' + first:>22} {'x ceiling' + chr(39) + 's':>12}"
+        over_ceiling = "x ceiling's"
+        header += f" {'ceiling Mops':>13} {'ceiling ' + first:>22} {over_ceiling:>12}"
     print(header)
     rows = []
     for t in a.threads:
