@@ -41,17 +41,30 @@ bool TakeCountedEvent(std::atomic<uint32_t>& count) {
   return false;
 }
 
-// A completion frees its WQE's slot, as on a NIC: a send completion retires the send queue
-// up to it, a receive completion tells post_recv how far the receive ring was consumed.
-[[gnu::always_inline]] inline void Retire(Runtime* runtime, const SoftCq* cq, const Cqe& cqe) {
-  if (!cqe.is_send && cqe.recv_dequeued == 0) return;
-  SoftQp* qp = runtime->local_qps[cq->device_index][cqe.qp_num & (kMaxQpsPerDevice - 1)];
-  if (qp == nullptr || qp->ex.qp_base.qp_num != cqe.qp_num) return;  // not a later QP in a reused slot
-  if (cqe.is_send) {
-    qp->sq_retired.store(cqe.sq_retire, std::memory_order_release);
-  } else {
-    (qp->srq != nullptr ? qp->srq->ring : qp->recv_ring).NoteDequeued(cqe.recv_dequeued);
+// What a completion frees once reported, as on a NIC: a send completion retires the send
+// queue up to its WR, a receive completion tells post_recv how far the receive ring was consumed.
+struct Retirement {
+  uint32_t qp_num;
+  bool is_send;
+  uint64_t up_to;  // sq_retire of a send completion, recv_dequeued of a receive one (0: not known)
+
+  static Retirement Of(const Cqe& cqe) {
+    return Retirement{cqe.qp_num, cqe.is_send != 0, cqe.is_send ? uint64_t{cqe.sq_retire} : cqe.recv_dequeued};
   }
+};
+
+[[gnu::always_inline]] inline void Retire(Runtime* runtime, const SoftCq* cq, const Retirement& retirement) {
+  if (!retirement.is_send && retirement.up_to == 0) return;
+  SoftQp* qp = runtime->local_qps[cq->device_index][retirement.qp_num & (kMaxQpsPerDevice - 1)];
+  if (qp == nullptr || qp->ex.qp_base.qp_num != retirement.qp_num) return;  // not a later QP in a reused slot
+  if (retirement.is_send) {
+    qp->sq_retired.store(static_cast<uint32_t>(retirement.up_to), std::memory_order_release);
+  } else {
+    (qp->srq != nullptr ? qp->srq->ring : qp->recv_ring).NoteDequeued(retirement.up_to);
+  }
+}
+[[gnu::always_inline]] inline void Retire(Runtime* runtime, const SoftCq* cq, const Cqe& cqe) {
+  Retire(runtime, cq, Retirement::Of(cqe));
 }
 
 // A Cqe holds ibv_wc's fields mostly in ibv_wc's order, so a completion is reported with a
@@ -69,12 +82,14 @@ bool TakeCountedEvent(std::atomic<uint32_t>& count) {
   std::memcpy(out + 16, &cqe.vendor_err, 4);
   std::memcpy(out + 20, in + offsetof(Cqe, byte_len), 16);      // byte_len, imm_data, qp_num, src_qp
   std::memcpy(out + 36, &cqe.wc_flags, 4);
-  uint64_t tail = uint64_t{cqe.slid} << 16 | uint64_t{cqe.sl} << 32;  // pkey_index, dlid_path_bits: 0
-  std::memcpy(out + 40, &tail, 6);
+  uint32_t pkey_index_slid = uint32_t{cqe.slid} << 16;  // pkey_index 0
+  uint16_t sl_dlid_path_bits = cqe.sl;                  // dlid_path_bits 0
+  std::memcpy(out + 40, &pkey_index_slid, 4);
+  std::memcpy(out + 44, &sl_dlid_path_bits, 2);
 }
 
 // Cold: report an overrun once, as an async CQ error, like a NIC does.
-void ReportOverrun(SoftCq* cq) {
+[[gnu::cold, gnu::noinline]] void ReportOverrun(SoftCq* cq) {
   if (cq->overrun_reported) return;
   cq->overrun_reported = true;
   ibv_async_event event{};
@@ -117,11 +132,31 @@ int PolledNothing(SoftCq* cq) {
   return 0;
 }
 
-[[gnu::always_inline]] inline int PollOneReady(Runtime* runtime, SoftCq* cq, ibv_wc* wc) {
+// Cold: a poll of one entry while a reset QP's entries are being dropped.
+[[gnu::cold, gnu::noinline]] int PollOnePurging(Runtime* runtime, SoftCq* cq, ibv_wc* wc) {
   Cqe cqe;
   if (!PopCqe(cq, &cqe)) return PolledNothing(cq);
   ToWc(cqe, wc);
   Retire(runtime, cq, cqe);
+  return 1;
+}
+
+// The entry goes from its ring slot straight into the caller's ibv_wc, with no copy on the
+// stack between. A claim that fails (another consumer took the entry) leaves `wc`
+// rewritten by the retry, or unreported when the CQ turns out empty.
+[[gnu::always_inline]] inline int PollOneReady(Runtime* runtime, SoftCq* cq, ibv_wc* wc) {
+  if (__builtin_expect(cq->purge_count.load(std::memory_order_relaxed) != 0, 0)) {
+    return PollOnePurging(runtime, cq, wc);
+  }
+  Retirement retirement;
+  auto report = [&](const void* payload) __attribute__((always_inline)) {
+    const Cqe& cqe = *static_cast<const Cqe*>(payload);
+    ToWc(cqe, wc);
+    retirement = Retirement::Of(cqe);
+    return true;
+  };
+  if (cq->ring.TryPopIf(nullptr, report, cq->consumers) != Ring::PopResult::kTaken) return PolledNothing(cq);
+  Retire(runtime, cq, retirement);
   return 1;
 }
 
