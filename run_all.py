@@ -18,7 +18,47 @@ except ImportError:
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from harness.cli import main  # noqa: E402
+import argparse  # noqa: E402
+import pathlib  # noqa: E402
+
+from rich.console import Console  # noqa: E402
+
+from harness import cli  # noqa: E402
+from harness.store import Store, StoreError  # noqa: E402
+
+
+def report(out: pathlib.Path, console: Console, paper: str | None = None) -> int:
+    """Figures and the HTML report (plots/) from the stored results only."""
+    from plots.report import write_report
+    try:
+        store = Store(out)
+        if store.experiments():
+            store.write_index()  # the index follows the files, even after a run that was killed
+        path = write_report(store, store.root / "report" / paper, [paper]) if paper else write_report(store)
+    except StoreError as exc:
+        console.print(f"[red]report: {exc}[/red]")
+        return 1
+    if path is None:
+        console.print(f"[yellow]report: no stored results in {out}[/yellow]")
+        return 1
+    console.print(f"report: {path}")
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run (harness/), then report (plots/): the two layers meet only here."""
+    argv = list(sys.argv[1:] if argv is None else argv)
+    console = Console(stderr=True)
+    if argv and argv[0] == "report":
+        rp = argparse.ArgumentParser(prog="run_all.py report")
+        rp.add_argument("--out", default=str(cli.kRoot / "results"))
+        return report(pathlib.Path(rp.parse_args(argv[1:]).out), console)
+    outcome = cli.main(argv, console)
+    if outcome.report_out is None:
+        return outcome.rc
+    rrc = report(outcome.report_out, console, outcome.paper)
+    return (rrc or outcome.rc) if outcome.paper else (outcome.rc or rrc)
+
 
 if __name__ == "__main__":
     sys.exit(main())

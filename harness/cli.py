@@ -1,7 +1,10 @@
-"""run_all.py's command line."""
+"""run_all.py's command line: validation, planning and the run. Drawing the figures and the
+report is the caller's (run_all.py): the harness does not depend on plots/, which reads what
+it stores."""
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import os
 import pathlib
@@ -15,7 +18,7 @@ from . import inventory as inventory_mod
 from .coordinator import Coordinator, Options, load_all, new_run_id, plan
 from .experiment import kBackends, kPapers
 from .runner import RunConfig
-from .store import Store, StoreError
+from .store import Store
 from .suites import all_experiment_files, load_suites, resolve
 from .sweep import expand
 from .yamlloc import ConfigError
@@ -83,27 +86,18 @@ def list_all(exp_dir: pathlib.Path, console: Console) -> int:
     return 2 if errors else 0
 
 
-def report(out: pathlib.Path, console: Console, paper: Optional[str] = None) -> int:
-    from plots.report import write_report
-    try:
-        store = Store(out)
-        if store.experiments():
-            store.write_index()  # the index follows the files, even after a run that was killed
-        path = write_report(store, store.root / "report" / paper, [paper]) if paper else write_report(store)
-    except StoreError as exc:
-        console.print(f"[red]report: {exc}[/red]")
-        return 1
-    if path is None:
-        console.print(f"[yellow]report: no stored results in {out}[/yellow]")
-        return 1
-    console.print(f"report: {path}")
-    return 0
+@dataclasses.dataclass
+class Outcome:
+    """The exit status, and the results directory whose report the caller draws (None: no report)."""
+    rc: int
+    report_out: Optional[pathlib.Path] = None
+    paper: Optional[str] = None         # a report of this paper's experiments only
 
 
-def paper(argv: list[str], console: Console) -> int:
+def paper(argv: list[str], console: Console) -> Outcome:
     """The paper's suite on the chosen backend, the same suite on the model (the paper's NIC
-    profiles), then a report of that paper's experiments only. Stored points are kept (resume)
-    unless --force."""
+    profiles); the caller then draws a report of that paper's experiments only. Stored points
+    are kept (resume) unless --force."""
     papers = [p for p in kPapers if p != "none"]
     pp = argparse.ArgumentParser(prog="run_all.py paper", usage="run_all.py paper PAPER [run_all.py options]")
     pp.add_argument("paper", choices=papers, help="the paper whose experiments run")
@@ -111,35 +105,33 @@ def paper(argv: list[str], console: Console) -> int:
     args = parser().parse_args([known.paper, *rest])
     if args.targets != [known.paper]:
         console.print(f"run_all.py paper: only one paper and options, got {' '.join(args.targets)}", markup=False)
-        return kConfigError
+        return Outcome(kConfigError)
     again = [] if args.force or args.resume else ["--resume"]
-    rc = main([known.paper, *rest, "--no-report", *again])
+    rc = main([known.paper, *rest, "--no-report", *again], console).rc
     if rc in (kConfigError, kInterrupted):
-        return rc
+        return Outcome(rc)
     if args.backend != "model":
         shared = ["--out", args.out, "--bin-dir", args.bin_dir, "--experiments-dir", args.experiments_dir]
         shared += (["--model-bin", args.model_bin] if args.model_bin else []) + (["--profile", args.profile] if args.profile else [])
-        model_rc = main([known.paper, "--backend", "model", *shared, "--force" if args.force else "--resume", "--no-report"])
+        model_rc = main([known.paper, "--backend", "model", *shared, "--force" if args.force else "--resume",
+                         "--no-report"], console).rc
         if model_rc in (kConfigError, kInterrupted):
-            return model_rc
+            return Outcome(model_rc)
         rc = rc or model_rc
-    return report(pathlib.Path(args.out), console, known.paper) or rc
+    return Outcome(rc, pathlib.Path(args.out), known.paper)
 
 
-def main(argv: Optional[list[str]] = None) -> int:
+def main(argv: Optional[list[str]] = None, console: Optional[Console] = None) -> Outcome:
+    """Everything but `report` (run_all.py's own): validate, plan, run."""
     argv = list(sys.argv[1:] if argv is None else argv)
-    console = Console(stderr=True)
+    console = console or Console(stderr=True)
     if argv and argv[0] == "paper":
         return paper(argv[1:], console)
-    if argv and argv[0] == "report":
-        rp = argparse.ArgumentParser(prog="run_all.py report")
-        rp.add_argument("--out", default=str(kRoot / "results"))
-        return report(pathlib.Path(rp.parse_args(argv[1:]).out), console)
     args = parser().parse_args(argv)
     exp_dir = pathlib.Path(args.experiments_dir)
     try:
         if args.list:
-            return list_all(exp_dir, console)
+            return Outcome(list_all(exp_dir, console))
         suites = load_suites(exp_dir)
         default_run = not args.targets
         targets = resolve(args.targets or [kDefaultSuite], exp_dir, suites)
@@ -162,9 +154,9 @@ def main(argv: Optional[list[str]] = None) -> int:
         plans = plan(loaded.experiments, store, opts)
     except ConfigError as exc:
         for m in exc.messages:
-            console.print(m, markup=False, highlight=False)
+            console.print(m, markup=False, highlight=False, soft_wrap=True)  # one line each, for grep
         console.print(f"run_all.py: {len(exc.messages)} error(s); nothing was run", markup=False)
-        return kConfigError
+        return Outcome(kConfigError)
     schema = json.loads(kBenchSchema.read_text()) if kBenchSchema.is_file() else None
     kv_schema = json.loads(kKvSchema.read_text()) if kKvSchema.is_file() else None
     cfg = RunConfig(backend=backend, root=kRoot, bin_dir=bin_dir, run_id=new_run_id(), model_bin=model_bin,
@@ -172,9 +164,6 @@ def main(argv: Optional[list[str]] = None) -> int:
     coord = Coordinator(cfg, inv, store, opts, console)
     if args.dry_run:
         coord.dry_run(plans)
-        return 0
+        return Outcome(0)
     rc = coord.run(plans)
-    if not args.no_report and not coord.interrupted:
-        rrc = report(store.root, console)
-        rc = rc or rrc
-    return rc
+    return Outcome(rc, None if args.no_report or coord.interrupted else store.root)

@@ -17,6 +17,7 @@ from rich.progress import (BarColumn, MofNCompleteColumn, Progress, SpinnerColum
 from rich.table import Table
 
 from . import experiment as experiment_mod
+from . import validate
 from .experiment import Experiment
 from .inventory import Inventory
 from .runner import PointRunner, RunConfig, hosts_needed, place
@@ -56,13 +57,16 @@ class Loaded:
 
 
 def load_all(targets: list[Target], backend: str, bin_dir: pathlib.Path, model_bin: Optional[pathlib.Path]) -> Loaded:
-    """Validates every file before anything runs; all errors of all files are reported together.
-    A suite runs the experiments that support the backend and skips the others (they are
-    listed); an experiment asked for by name on a backend it does not support is an error."""
+    """Validates every file before anything runs: its schema, then its mode and parameters
+    against the description of the program that runs it on the backend (validate.py); all
+    errors of all files are reported together. A suite runs the experiments that support the
+    backend and skips the others (they are listed); an experiment asked for by name on a
+    backend it does not support is an error."""
     errors: list[str] = []
     loaded = []
     skipped = []
     seen = set()
+    model_desc = validate.load_model(bin_dir, model_bin, errors) if backend == "model" else None
     for t in targets:
         try:
             exp = experiment_mod.parse(t.path)
@@ -78,18 +82,13 @@ def load_all(targets: list[Target], backend: str, bin_dir: pathlib.Path, model_b
                 continue
             errors.append(f"{exp.path}:{exp.node.line_of('backends')}: experiment {exp.id} does not run on backend "
                           f"{backend}; its backends: {', '.join(exp.backends)}")
-        if backend in ("softnic", "verbs") and not pathlib.Path(exp.binary).is_absolute():
-            if not (bin_dir / exp.binary).is_file():
-                errors.append(f"{exp.path}:{exp.binary_line()}: experiment: binary {exp.binary} not found in {bin_dir} "
-                              f"(build it: cmake --build build, or pass --bin-dir)")
+            continue
+        bound = validate.load(exp, backend, bin_dir, model_desc, errors)
+        if bound is None:
+            continue
         if t.reduction.timeout_s:
-            exp = dataclasses.replace(exp, timeout_s=float(t.reduction.timeout_s))
-        loaded.append((exp, t))
-    if backend == "model":
-        model = model_bin or bin_dir / "rdmalab-model"
-        if not pathlib.Path(model).is_file():
-            errors.append(f"model backend: {model} does not exist; build it (cmake --build build --target rdmalab-model) "
-                          "or pass --model-bin PATH")
+            bound = dataclasses.replace(bound, timeout_s=float(t.reduction.timeout_s))
+        loaded.append((bound, t))
     if backend == "softnic" and not (bin_dir / "softnic").is_file():
         errors.append(f"softnic backend: {bin_dir / 'softnic'} does not exist; build it (cmake --build build)")
     if errors:
@@ -146,7 +145,8 @@ class Coordinator:
                 first = place(pl.exp, pl.todo[0], inv)[0]
                 example = " ".join(runner.role_argv(pl.exp, pl.todo[0], first, "HOST:PORT", None))
             elif pl.todo:
-                example = f"rdmalab-model predict --json < {json.dumps({'experiment': pl.exp.id, 'params': pl.todo[0].params})}"
+                runner = PointRunner(self.cfg, self.inventory, self.store)
+                example = f"rdmalab-model predict --json < {json.dumps(runner.model_request(pl.exp, pl.todo[0]))}"
             ok = sum(1 for s in pl.stored.values() if s in kFinalStatuses)
             table.add_row(pl.exp.id, str(len(pl.points)), str(len(pl.todo)), str(ok), str(len(pl.stored) - ok))
             if example:

@@ -18,13 +18,6 @@ from .yamlloc import ConfigError, LocDict
 
 kSchemaVersion = 1
 kBackends = ("softnic", "verbs", "model")
-kBenchModes = ("lat", "tput", "echo", "atomics", "sgbatch", "sequencer")
-# rdmalab-model's modes: an experiment that runs on the model backend only may use these
-# (key-value systems and guide16's PCIe formula tables have no rdmalab-bench mode).
-kModelModes = kBenchModes + ("kv", "pcie")
-# mode kv runs rdmalab-kv (kv/): its first argument is the role, and --system names the store.
-kKvMode = "kv"
-kKvBinary = "rdmalab-kv"
 kPapers = ("herd14", "guide16", "nosql", "roce", "none")
 kLinks = ("ib", "roce")
 kPlotKinds = ("line", "bar", "table")
@@ -43,17 +36,24 @@ KEYS = {
     "title": ("string", True, "one-line title (figure caption)"),
     "description": ("string", False, "what is measured and how it relates to the paper"),
     "paper": ("mapping", False, "paper reference: id (herd14|guide16|nosql|roce|none), figure, notes"),
-    "binary": ("string", False, "program run by every role; default rdmalab-bench (looked up in the host's bin_dir); "
-                                "a path with / is relative to the experiment file"),
-    "mode": ("string", False, f"rdmalab-bench mode (first argument): {'|'.join(kBenchModes)}; required for rdmalab-bench; "
-                              f"an experiment whose backends are only model takes an rdmalab-model mode: {'|'.join(kModelModes)}"),
+    "binary": ("string", False, "program run by every role; default: rdmalab-bench or rdmalab-kv, whichever declares "
+                                "the mode in its --describe (looked up in --bin-dir, and in the host's bin_dir to run); "
+                                "a path with / is relative to the experiment file and must answer --describe too"),
+    "mode": ("string", False, "the program's mode, one its --describe declares (rdmalab-bench: `rdmalab-bench --describe`; "
+                              "the model backend: rdmalab-model's); required unless the program has one mode"),
     "roles": ("mapping", True, "role name -> {count, placement, params}"),
-    "params": ("mapping", False, "fixed parameters, passed to every role as --name=value (true: --name; false: omitted)"),
-    "sweep": ("mapping or list", False, "{grid: {param: [values]}, zip: {param: [values]}}, or a list of such blocks "
-                                       "(their union); grid is a cross product, zip pairs values by position"),
-    "labels": ("list", False, "parameters that only label points (plot axes, tables); not passed to the binary"),
+    "params": ("mapping", False, "fixed parameters, each one the program declares for the mode; passed to every role "
+                                "with the program's flag spelling, --flag=value (true: --flag; false: omitted unless "
+                                "its default is true)"),
+    "sweep": ("mapping or list", False, "{grid: {param: [values]}, zip: {param: [values]}, backends: [...]}, or a list "
+                                       "of such blocks (their union); grid is a cross product, zip pairs values by "
+                                       "position; a block with `backends` is left out on other backends (e.g. systems "
+                                       "only the model represents yet, or a sweep a single softnic host cannot hold)"),
+    "labels": ("list", False, "parameters that only label points (plot axes, tables); not checked against a program, "
+                              "not passed to it nor to the model"),
     "model_params": ("mapping", False, "parameters sent only to the model backend, over the point's (e.g. profile, "
-                                       "simulate: true for latency under load); not part of the point id"),
+                                       "simulate: true for latency under load), checked against rdmalab-model's "
+                                       "description there; not part of the point id"),
     "repeats": ("integer", False, "runs of every point (default 1); plots draw error bars over them"),
     "timeout_s": ("number", False, "deadline of one point, all roles (default 60); passed as --timeout"),
     "backends": ("list", False, f"backends the experiment supports (default all: {', '.join(kBackends)})"),
@@ -112,7 +112,7 @@ class Experiment:
     title: str
     description: str
     paper: dict[str, Any]
-    binary: str
+    binary: Optional[str]       # None: chosen by mode at load time (validate.py)
     mode: Optional[str]
     roles: list[Role]
     params: dict[str, Any]
@@ -127,6 +127,9 @@ class Experiment:
     model_params: dict[str, Any] = dataclasses.field(default_factory=dict)
     conclusions: list[dict[str, Any]] = dataclasses.field(default_factory=list)
     node: LocDict = dataclasses.field(repr=False, default=None)  # type: ignore[assignment]
+    # The description of the program that runs it on the loaded backend (describe.Description),
+    # set by validate.load; the runner passes on only the parameters it declares.
+    program: Any = dataclasses.field(repr=False, default=None)
 
     def parameter_names(self) -> set[str]:
         names = set(self.params)
@@ -220,21 +223,7 @@ def parse(path: str | pathlib.Path) -> Experiment:
         elif exp_id != path.stem:
             ck.error(data.line_of("id"), "experiment", f"id {exp_id!r} differs from the file name {path.stem!r}")
     mode = data.get("mode")
-    binary = data.get("binary", kKvBinary if mode == kKvMode else "rdmalab-bench")
-    model_only = data.get("backends") == ["model"]
-    modes = kModelModes if model_only else kBenchModes
-    if isinstance(binary, str) and pathlib.Path(binary).name == kKvBinary and mode != kKvMode:
-        ck.error(data.line_of("mode") if "mode" in data else data.line, "experiment",
-                 f"{kKvBinary} runs mode {kKvMode!r} only, got {mode!r}")
-    if isinstance(binary, str) and pathlib.Path(binary).name == "rdmalab-bench":
-        if mode is None:
-            ck.error(data.line, "experiment", f"mode is required for rdmalab-bench; valid: {', '.join(modes)}")
-        elif isinstance(mode, str) and mode in kModelModes and mode not in modes:
-            ck.error(data.line_of("mode"), "experiment", f"mode {mode!r} is an rdmalab-model mode with no rdmalab-bench "
-                     f"counterpart; such an experiment runs on the model only (backends: [model]); "
-                     f"rdmalab-bench modes: {', '.join(kBenchModes)}")
-        elif isinstance(mode, str):
-            ck.choice(data, "mode", "experiment", modes)
+    binary = data.get("binary")
     if isinstance(binary, str) and "/" in binary:
         resolved = (path.parent / binary).resolve()
         if not resolved.is_file():

@@ -3,9 +3,10 @@
 Protocol (contract 2 in the project's contracts): TCP, one JSON object per line each way.
 Every process opens one connection, says hello with the point's token, then puts/gets keys
 and meets at barriers; it ends with bye. A connection that closes without bye, or a
-{"op": "fail"}, aborts the point: every pending and later get/barrier of every participant
-fails at once with the name of the failed participant, and the harness is told through
-`failed` / `on_failure` so a dead peer is noticed in milliseconds rather than at a timeout.
+{"op": "fail"}, aborts the point: every pending get/barrier and every later put/get/barrier of
+every participant fails at once with the name of the failed participant, and the harness is
+told through `failed` / `on_failure` so a dead peer is noticed in milliseconds rather than at a
+timeout.
 
 The server runs an asyncio loop in a daemon thread so that the harness's own (blocking)
 launch-and-wait code needs no event loop.
@@ -225,8 +226,8 @@ class RendezvousServer:
                         break
                     else:
                         reply = await self._request(who, op, msg)
-                except json.JSONDecodeError as exc:
-                    reply = {"ok": False, "error": f"bad JSON: {exc.msg} at column {exc.colno}"}
+                except ValueError:  # not JSON, or not UTF-8; worded as rdma/rendezvous.cc words it
+                    reply = {"ok": False, "error": "bad JSON: expected one JSON object per line"}
                 except _ProtocolError as exc:
                     await self._send(writer, {"ok": False, "error": str(exc)})
                     if exc.close:
@@ -284,6 +285,8 @@ class RendezvousServer:
                 raise _ProtocolError(f"put needs a string key, got {key!r}")
             if "value" not in msg:
                 raise _ProtocolError(f"put of key {key} has no value")
+            if st.abort is not None:
+                return {"ok": False, "error": st.abort}
             if key in st.values:
                 raise _ProtocolError(f"key {key} already put by {st.owners[key]}")
             st.values[key] = msg["value"]

@@ -21,7 +21,7 @@ import time
 from typing import Any, Optional
 
 from . import pcm, provenance
-from .experiment import Experiment, kKvMode
+from .experiment import Experiment
 from .inventory import Host, Inventory
 from .launch_local import LaunchError, LocalLauncher, NetnsLauncher, Proc
 from .launch_remote import SlurmLauncher, SshLauncher, unreachable_reason
@@ -29,6 +29,7 @@ from .metrics import point_value
 from .rendezvous import RendezvousError, RendezvousServer
 from .store import Store, kNotModeled, kResultSchema, kUnsupported, utc_now
 from .sweep import Point
+from .validate import hidden_params, kModelHarnessParams, model_binary
 from .yamlloc import ConfigError
 
 kDeadlineSlackMaxS = 5.0     # the binary's own --timeout fires first; the harness's deadline backs it up
@@ -97,12 +98,23 @@ def tail(path: Optional[pathlib.Path]) -> str:
         return f.read().decode(errors="replace")
 
 
-def flag(name: str, value: Any) -> list[str]:
+def flag(spelling: str, value: Any, default: Any = None) -> list[str]:
+    """A parameter as the program's flag: true is --flag; false is omitted, unless the program's
+    default is true (then --flag=false)."""
     if value is True:
-        return [f"--{name}"]
-    if value is False or value is None:
+        return [spelling]
+    if value is None or (value is False and default is not True):
         return []
-    return [f"--{name}={value}"]
+    if value is False:
+        return [f"{spelling}=false"]
+    return [f"{spelling}={value}"]
+
+
+def forwarded(exp: Experiment, params: dict[str, Any]) -> dict[str, Any]:
+    """The parameters the experiment's program declares for its mode: labels, role counts and
+    anything it does not take stay with the harness."""
+    hidden = hidden_params(exp)
+    return {k: v for k, v in params.items() if k not in hidden and exp.program.takes(exp.mode, k)}
 
 
 def peers_of(counts: dict[str, int], role: str) -> int:
@@ -180,8 +192,9 @@ class PointRunner:
     def role_argv(self, exp: Experiment, point: Point, p: Placed, rv_address: str, fabric: Optional[str]) -> list[str]:
         bin_dir = pathlib.Path(p.host.bin_dir) if p.host.bin_dir else self.cfg.bin_dir
         binary = exp.binary if os.path.isabs(exp.binary) else str(bin_dir / exp.binary)
-        # rdmalab-kv's first argument is the role; rdmalab-bench's the mode.
-        argv = [binary] + ([p.role] if exp.mode == kKvMode else [exp.mode] if exp.mode else [])
+        # Contract 1's first argument: the mode for a program with several (rdmalab-bench), the
+        # role for a program with one (rdmalab-kv).
+        argv = [binary, exp.mode if len(exp.program.modes) > 1 else p.role]
         argv += ["--rendezvous", rv_address, "--role", p.role, "--index", str(p.index), "--peers", str(p.peers)]
         if p.host.device:
             argv += ["--ib-dev", p.host.device]
@@ -189,11 +202,10 @@ class PointRunner:
         if p.host.gid_index is not None:
             argv += ["--gid-index", str(p.host.gid_index)]
         role = next(r for r in exp.roles if r.name == p.role)
-        hidden = {r.count for r in exp.roles if isinstance(r.count, str)} | set(exp.labels)
-        params = {k: v for k, v in {**point.params, **role.params}.items() if k not in hidden}
-        params.setdefault("timeout", int(exp.timeout_s) if float(exp.timeout_s).is_integer() else exp.timeout_s)
-        for k, v in params.items():
-            argv += flag(k, v)
+        for k, v in forwarded(exp, {**point.params, **role.params}).items():
+            param = exp.program.params[k]
+            argv += flag(param.flag or f"--{k}", v, param.default)
+        argv.append(f"--timeout={int(exp.timeout_s) if float(exp.timeout_s).is_integer() else exp.timeout_s}")
         argv.append("--out_json")
         if p.host.numa is not None:
             argv = ["numactl", f"--cpunodebind={p.host.numa}", f"--membind={p.host.numa}", *argv]
@@ -391,18 +403,24 @@ class PointRunner:
         return [f"{'/'.join(map(str, e.absolute_path)) or '(top)'}: {e.message}"
                 for e in sorted(validator.iter_errors(doc), key=lambda e: list(map(str, e.absolute_path)))]
 
-    def run_model(self, exp: Experiment, point: Point) -> dict[str, Any]:
-        started, t0 = utc_now(), time.monotonic()
-        record = self._record(exp, point, started)
-        model = self.cfg.model_bin or self.cfg.bin_dir / "rdmalab-model"
+    def model_request(self, exp: Experiment, point: Point) -> dict[str, Any]:
+        """The model's point (contract 3): role counts in `roles`; in `params` only what
+        rdmalab-model declares for the mode, the experiment's model_params over the point's."""
         # The NIC profile: a swept `profile` parameter, else --profile, else the experiment's
         # model_params (the paper's hardware), else the default.
         profile = (point.params.get("profile") or self.cfg.profile or exp.model_params.get("profile")
                    or kDefaultModelProfile)
-        params = {**point.params, **{k: v for k, v in exp.model_params.items() if k != "profile"}}
-        if exp.link != "ib":  # the model's default; a RoCE experiment predicts RoCE wire costs
-            params.setdefault("link", exp.link)
-        request = {"experiment": exp.id, "profile": profile, "mode": exp.mode, "roles": point.roles, "params": params}
+        params = {**point.params, **exp.model_params}
+        link = point.params.get("link", exp.link if exp.link != "ib" else None)  # ib: the model's default
+        params = {**forwarded(exp, {k: v for k, v in params.items() if k not in kModelHarnessParams}),
+                  **({"link": link} if link is not None else {})}
+        return {"experiment": exp.id, "profile": profile, "mode": exp.mode, "roles": point.roles, "params": params}
+
+    def run_model(self, exp: Experiment, point: Point) -> dict[str, Any]:
+        started, t0 = utc_now(), time.monotonic()
+        record = self._record(exp, point, started)
+        model = model_binary(self.cfg.bin_dir, self.cfg.model_bin)
+        request = self.model_request(exp, point)
         entry: dict[str, Any] = {"role": "model", "index": 0, "peers": 0, "host": "model",
                                  "argv": [str(model), "predict", "--json"], "exit_code": None, "document": None,
                                  "stdout_tail": "", "stderr_tail": "", "request": request}
@@ -456,7 +474,8 @@ class PointRunner:
         prov["hosts"] = [h.describe() for h in hosts]
         prov["inventory"] = self.inventory.path or self.inventory.name
         prov["command_lines"] = [shlex.join(r["argv"]) for r in record["roles"]]
-        prov.update(provenance.from_documents(record["roles"], exp.binary, self.cfg.bin_dir))
+        binary = str(model_binary(self.cfg.bin_dir, self.cfg.model_bin)) if self.cfg.backend == "model" else exp.binary
+        prov.update(provenance.from_documents(record["roles"], binary, self.cfg.bin_dir))
         y = exp.plot.get("y")
         if y and record["status"] == "ok":
             record["headline"] = {"metric": y, "value": point_value(record, y, exp.plot.get("role"),

@@ -87,6 +87,11 @@ def _block_rows(block: dict[str, dict[str, list[Any]]], max_values: Optional[int
     return rows
 
 
+def block_rows(block: dict[str, dict[str, list[Any]]]) -> list[dict[str, Any]]:
+    """The parameter rows of one sweep block, unreduced."""
+    return _block_rows(block, None, {})
+
+
 def expand(exp: Experiment, reduction: Reduction = Reduction(), backend: Optional[str] = None) -> list[Point]:
     """The experiment's points; with `backend`, sweep blocks limited to other backends are left out."""
     fixed = dict(exp.params)

@@ -382,7 +382,8 @@ Prediction PredictVerb(const Point& pt, const Profile& prof) {
     WrShape wr = Shape(pt.verb, pt.size_B, pt.sge, pt.inline_recv);
     Demand d = Outbound(wr, 1, pt.cq_mod, prof, wire);
     Prediction p = Solve(d, prof, wire, Engagement{});
-    p.lat_us = VerbLatencyUs(wr, prof, wire, false);
+    // pingpong reports half a round trip: one message's one-way latency
+    p.lat_us = VerbLatencyUs(wr, prof, wire, pt.lat_pingpong);
     p.mops = 1.0 / p.lat_us;  // one operation in flight
     p.bottleneck = "latency";
     p.bottleneck_label = "latency";
@@ -392,7 +393,7 @@ Prediction PredictVerb(const Point& pt, const Profile& prof) {
     p.parts.push_back({VerbName(pt.verb) + " " + std::to_string(pt.size_B) + " B", d});
     return p;
   }
-  throw ModelError("mode '" + pt.mode + "' is not a verb mode (valid: lat, tput, echo, atomics, sgbatch)");
+  throw ModelError("mode '" + pt.mode + "' has no verb prediction (model/params.h: Modes() names each mode's)");
 }
 
 }  // namespace rdmalab::model

@@ -1,4 +1,4 @@
-// Analytic bottleneck model (model.md "Throughput"): the per-operation demand an
+// Analytic bottleneck model (README "Throughput"): the per-operation demand an
 // operation puts on each resource of one host+NIC, and rate = min over resources of
 // capacity / demand, with the limiting resource named as the papers name it.
 #pragma once
@@ -97,7 +97,7 @@ const WireParams& WireFor(const Point& pt, const Profile& prof);
 // Verb-level modes: lat, tput, echo, atomics, sgbatch.
 Prediction PredictVerb(const Point& pt, const Profile& prof);
 // Sequencers (guide16 Sec. 4.3, Table 3) and key-value systems (herd14, guide16), composed
-// from the verbs each issues at the server (systems.md); never fitted to their results.
+// from the verbs each issues at the server (README "Throughput"); never fitted to their results.
 Prediction PredictSequencer(const Point& pt, const Profile& prof);
 Prediction PredictKv(const Point& pt, const Profile& prof);
 // Everything: dispatches to verb modes, sequencers and key-value systems.

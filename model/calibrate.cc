@@ -29,8 +29,8 @@ struct Evaluated {
 };
 using Eval = std::function<Evaluated(const Profile&)>;
 
-Point P(json params, const std::string& mode = "tput") {
-  return PointFromJson(json{{"mode", mode}, {"params", std::move(params)}}, true);
+Point P(json params, const std::string& mode = "tput", json roles = json::object()) {
+  return PointFromJson(json{{"mode", mode}, {"roles", std::move(roles)}, {"params", std::move(params)}});
 }
 
 Evaluated Rate(const Profile& prof, const Point& pt) {
@@ -44,8 +44,8 @@ double Limit(const Prediction& p, const std::string& name) {
   return 0;
 }
 
-Eval RateOf(json params, const std::string& mode = "tput") {
-  Point pt = P(std::move(params), mode);
+Eval RateOf(json params, const std::string& mode = "tput", json roles = json::object()) {
+  Point pt = P(std::move(params), mode, std::move(roles));
   return [pt](const Profile& prof) { return Rate(prof, pt); };
 }
 
@@ -106,7 +106,7 @@ std::map<std::pair<std::string, std::string>, Mapping> BuildMappings() {
       {RateOf({{"verb", "write_inline"}, {"connection", "UC"}, {"size", 4}, {"direction", "outbound"}, {"cq_mod", 64}})};
   // herd14 Sec. 3.1: windows of several outstanding WRITEs, tuned per experiment (16 assumed)
   m[{"cx3-pcie2", "inbound UC WRITE, 1600 client processes on 16 machines"}] =
-      {RateOf(With(in_write, {{"clients", 1600}, {"tx_depth", 16}}))};
+      {RateOf(With(in_write, {{"tx_depth", 16}}), "tput", {{"client", 1600}})};
   // herd14 Sec. 3.3: 16 server processes WRITE to random ones of 16 clients each (256 QPs)
   json out_write = {{"verb", "write_inline"}, {"connection", "UC"}, {"size", 32}, {"direction", "outbound"}, {"cq_mod", 64}};
   Point all_to_all = P(With(out_write, {{"qp", 256}})), peak = P(out_write);
@@ -115,7 +115,7 @@ std::map<std::pair<std::string, std::string>, Mapping> BuildMappings() {
         Prediction p = Predict(all_to_all, prof);
         return Evaluated{p.mops / Predict(peak, prof).mops, p.bottleneck_label};
       }, "fraction"};
-  json echo = {{"request", "write"}, {"response", "send"}, {"request_connection", "UC"},
+  json echo = {{"request", "write"}, {"response", "send"}, {"connection", "UC"},
                {"response_connection", "UD"}, {"size", 32}, {"optimizations", "inline,unsignaled,uc"}};
   m[{"cx3-pcie2", "ECHOs (inbound WRITE + outbound SEND) per second"}] = {RateOf(echo, "echo")};
   Point echo_pt = P(echo, "echo");
@@ -158,7 +158,7 @@ std::map<std::pair<std::string, std::string>, Mapping> BuildMappings() {
       std::vector<std::pair<uint32_t, double>> rates;
       for (uint32_t n = 1; n <= 2048; n *= 2) {
         Point pt = P({{"verb", "read"}, {"size", 8}, {"direction", "outbound"}, {"qp", threads},
-                      {"clients", threads}, {"tx_depth", n}, {"sim_ops", 100000}});
+                      {"tx_depth", n}, {"sim_ops", 100000}}, "tput", {{"client", threads}});
         SimResult r = Simulate(SimConfigFor(pt, prof, Predict(pt, prof)));
         rates.push_back({n, r.mops});
         best_rate = std::max(best_rate, r.mops);
@@ -205,7 +205,7 @@ std::map<std::pair<std::string, std::string>, std::function<std::pair<bool, std:
   // the per-request CPU costs (post, poll, prefetched accesses) against a per-core statement
   c[{"cx3-pcie2", "ECHOs with 4 prefetched random memory accesses: 12 cores deliver the peak"}] = [](const Profile& p) {
     auto echo = [&](int threads) {
-      return Predict(P({{"request", "write"}, {"response", "send"}, {"request_connection", "UC"},
+      return Predict(P({{"request", "write"}, {"response", "send"}, {"connection", "UC"},
                         {"response_connection", "UD"}, {"size", 32}, {"optimizations", "inline,unsignaled,uc"},
                         {"accesses", 4}, {"prefetch", true}, {"threads", threads}}, "echo"), p).mops;
     };

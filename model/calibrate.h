@@ -1,4 +1,4 @@
-// Calibration (model.md "Calibration and validation"): fit the profile fields marked `fit`
+// Calibration (README "Profiles"): fit the profile fields marked `fit`
 // to the verb-level measurements of calibration.yaml, then compare every measurement with
 // the fitted model's prediction. Deterministic: bisection from fixed brackets, fixed order.
 #pragma once

@@ -1,4 +1,4 @@
-// Exact per-work-request PCIe and wire accounting (model.md "Per-operation cost").
+// Exact per-work-request PCIe and wire accounting (README "Accounting rules").
 // Header-only, allocation-free and branch-light so that softnic's accounting hook can call
 // it per WR. Every function returns whole bytes/TLPs for one WR or one doorbell batch; the
 // analytic model divides batch costs by the batch size.

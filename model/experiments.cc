@@ -4,6 +4,8 @@
 #include <map>
 #include <sstream>
 
+#include "model/params.h"
+
 namespace rdmalab::model {
 namespace {
 
@@ -12,7 +14,7 @@ using nlohmann::json;
 Point Kv(const std::string& system, double put, uint32_t value_B, const std::string& link, json extra = json::object()) {
   json params = {{"system", system}, {"put_fraction", put}, {"key_size", 16}, {"value_size", value_B}, {"link", link}};
   for (const auto& [k, v] : extra.items()) params[k] = v;
-  return PointFromJson(json{{"mode", "kv"}, {"params", params}}, true);
+  return PointFromJson(json{{"mode", "kv"}, {"params", params}});
 }
 
 std::string Pct(double f) { return std::to_string(static_cast<int>(f * 100 + 0.5)) + "% PUT"; }
@@ -38,7 +40,7 @@ ExperimentTable RunExperiment(const std::string& id, const std::string& profile,
   auto add = [&](const std::string& label, const std::string& pname, const Point& pt) {
     t.rows.push_back({label, pname, pt, Predict(pt, prof(pname))});
   };
-  const std::vector<std::string> kv_systems = {"herd", "pilaf", "farm", "farm_var"};
+  const std::vector<std::string> kv_systems = {"herd", "pilaf", "farm", "farm-var"};
   if (id == "herd14-fig9-kv") {
     std::string p = profile.empty() ? "cx3-pcie2" : profile;
     t.title = "herd14 Fig. 9: end-to-end throughput, 48-byte items (SK 16, SV 32), Mops";
@@ -54,18 +56,18 @@ ExperimentTable RunExperiment(const std::string& id, const std::string& profile,
   } else if (id == "guide16-table3") {
     std::string p = profile.empty() ? "cib" : profile;
     t.title = "guide16 Table 3: sequencer throughput and bottleneck per design (all cores), Mops";
-    for (const auto& d : kDesigns)
-      // guide16 Sec. 4.2: 70 client processes; HERD's window of 4
-      add(d, p, PointFromJson(json{{"mode", "sequencer"}, {"params", {{"design", d}, {"clients", 70}, {"window", 4},
-                                                                       {"window_bound", false}}}}, true));
+    for (const auto& d : Designs())
+      // guide16 Sec. 4.2: 70 client processes; HERD's window of 4 (the sequencer's default)
+      add(d, p, PointFromJson(json{{"mode", "sequencer"}, {"roles", {{"client", 70}}},
+                                   {"params", {{"design", d}, {"window_bound", false}}}}));
   } else if (id == "guide16-fig9-herd-batching") {
     std::string p = profile.empty() ? "cib" : profile;
     t.title = "guide16 Fig. 9: HERD throughput vs server cores, 5% PUT, 48-byte items, with and without batching, Mops";
     for (uint32_t cores : {1u, 2u, 4u, 6u, 8u, 10u, 12u, 14u})
       for (bool batch : {false, true})
         add(std::string("herd ") + (batch ? "batched" : "baseline") + " cores=" + std::to_string(cores), p,
-            Kv("herd", 0.05, 32, "ib", {{"threads", cores}, {"batching", batch}, {"queues", batch ? 3 : 1}}));
-    add("READ-based store bound (half of peak inbound READ)", p, Kv("read_based", 0, 32, "ib"));
+            Kv("herd", 0.05, 32, "ib", {{"workers", cores}, {"batching", batch}, {"queues", batch ? 3 : 1}}));
+    add("READ-based store bound (half of peak inbound READ)", p, Kv("read-based", 0, 32, "ib"));
   } else if (id == "guide16-fig10-drtm") {
     t.title = "guide16 Fig. 10: emulated DrTM-KV throughput vs PUT fraction (GET = 1 READ, PUT = 2 atomics), Mops";
     std::vector<std::string> profs = profile.empty() ? std::vector<std::string>{"cx3", "cib"} : std::vector<std::string>{profile};
@@ -79,24 +81,23 @@ ExperimentTable RunExperiment(const std::string& id, const std::string& profile,
       for (const auto& [verb, conn] : std::vector<std::pair<std::string, std::string>>{
                {"write_inline", "UC"}, {"send_inline", "UD"}})
         add(verb + " " + conn + " N=" + std::to_string(n), p,
-            PointFromJson(json{{"mode", "tput"}, {"params", {{"verb", verb}, {"connection", conn}, {"size", 32},
-                                                             {"direction", "alltoall"}, {"clients", n},
-                                                             {"tx_depth", 16}, {"cq_mod", 64}}}}, true));
+            PointFromJson(json{{"mode", "tput"}, {"roles", {{"node", n}}},
+                               {"params", {{"verb", verb}, {"connection", conn}, {"size", 32},
+                                           {"direction", "alltoall"}, {"tx_depth", 16}, {"cq_mod", 64}}}}));
   } else if (id == "herd14-fig12-clients") {
     std::string p = profile.empty() ? "cx3" : profile;  // herd14 Sec. 5.5: E5-2450, ConnectX-3, PCIe 3.0 x8
     t.title = "herd14 Fig. 12: HERD throughput vs client processes (6 server processes), window 4 and 16, Mops";
     for (uint32_t window : {4u, 16u})
       for (uint32_t clients : {16u, 64u, 128u, 256u, 512u, 768u, 1024u})
         add("window=" + std::to_string(window) + " clients=" + std::to_string(clients), p,
-            Kv("herd", 0.05, 32, "ib", {{"threads", 6}, {"clients", clients}, {"window", window}}));
+            Kv("herd", 0.05, 32, "ib", {{"workers", 6}, {"clients", clients}, {"window", window}}));
   } else if (id == "guide16-fig7-sequencer") {
     std::string p = profile.empty() ? "cib" : profile;
     t.title = "guide16 Fig. 7: sequencer throughput vs server cores, 70 clients (requests per sweep in the notes), Mops";
-    for (const std::string design : {"herd_rpc", "herd_rpc_batch", "herd_rpc_batch_mq", "spec_s0"})
+    for (const std::string design : {"herd-rpc", "herd-rpc-batch", "herd-rpc-mq", "spec-s0"})
       for (uint32_t cores : {1u, 2u, 4u, 6u, 8u, 10u, 12u, 14u}) {
-        Point pt = PointFromJson(json{{"mode", "sequencer"}, {"params", {{"design", design}, {"threads", cores},
-                                                                         {"clients", 70}, {"window_bound", false}}}},
-                                 true);
+        Point pt = PointFromJson(json{{"mode", "sequencer"}, {"roles", {{"client", 70}}},
+                                      {"params", {{"design", design}, {"threads", cores}, {"window_bound", false}}}});
         Prediction pr = Predict(pt, prof(p));
         char sweep[32];
         std::snprintf(sweep, sizeof sweep, " (%.1f per sweep)", pr.requests_per_sweep);
@@ -109,11 +110,10 @@ ExperimentTable RunExperiment(const std::string& id, const std::string& profile,
       for (const std::string placement : {"clustered", "unclustered"})
         for (uint32_t size : {2u, 4u, 8u, 16u, 32u, 64u})
           add(dist + " " + placement + " SV=" + std::to_string(size), p,
-              PointFromJson(json{{"mode", "tput"}, {"params", {{"verb", "read"}, {"connection", "RC"},
-                                                               {"direction", "inbound"}, {"clients", 8},
-                                                               {"tx_depth", 16}, {"keys", 4 << 20},
-                                                               {"size", size}, {"distribution", dist},
-                                                               {"placement", placement}}}}, true));
+              PointFromJson(json{{"mode", "tput"}, {"roles", {{"client", 8}}},
+                                 {"params", {{"verb", "read"}, {"connection", "RC"}, {"direction", "inbound"},
+                                             {"tx_depth", 16}, {"keys", 4 << 20}, {"size", size},
+                                             {"distribution", dist}, {"placement", placement}}}}));
   } else {
     std::string valid;
     for (const auto& e : ExperimentIds()) valid += (valid.empty() ? "" : ", ") + e;

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "model/params.h"
 #include "model/profile.h"
 
 namespace rdmalab::model {
@@ -20,48 +21,6 @@ std::string OneOf(const std::string& field, const std::string& value, const std:
     throw ModelError("params." + field + " = '" + value + "' is not valid (valid: " + Join(valid) + ")");
   return value;
 }
-
-int64_t Int(const json& v, const std::string& field, int64_t lo, int64_t hi) {
-  if (!v.is_number_integer() && !(v.is_string() && !v.get<std::string>().empty()))
-    throw ModelError("params." + field + " must be an integer in " + std::to_string(lo) + ".." + std::to_string(hi));
-  int64_t x;
-  try {
-    x = v.is_string() ? std::stoll(v.get<std::string>()) : v.get<int64_t>();
-  } catch (const std::exception&) {
-    throw ModelError("params." + field + " = " + v.dump() + " is not an integer (valid: " + std::to_string(lo) +
-                     ".." + std::to_string(hi) + ")");
-  }
-  if (x < lo || x > hi)
-    throw ModelError("params." + field + " = " + std::to_string(x) + " is out of range (valid: " +
-                     std::to_string(lo) + ".." + std::to_string(hi) + ")");
-  return x;
-}
-
-double Num(const json& v, const std::string& field, double lo, double hi) {
-  if (!v.is_number())
-    throw ModelError("params." + field + " = " + v.dump() + " must be a number in [" + std::to_string(lo) + ", " +
-                     std::to_string(hi) + "]");
-  double x = v.get<double>();
-  if (!(x >= lo && x <= hi))
-    throw ModelError("params." + field + " = " + v.dump() + " is out of range (valid: " + std::to_string(lo) +
-                     " .. " + std::to_string(hi) + ")");
-  return x;
-}
-
-bool Bool(const json& v, const std::string& field) {
-  if (v.is_boolean()) return v.get<bool>();
-  if (v.is_string() && (v == "true" || v == "false")) return v == "true";
-  throw ModelError("params." + field + " = " + v.dump() + " is not valid (valid: true, false)");
-}
-
-std::string Str(const json& v, const std::string& field) {
-  if (!v.is_string()) throw ModelError("params." + field + " = " + v.dump() + " must be a string");
-  return v.get<std::string>();
-}
-
-// Params rdmalab-bench takes that change nothing in a prediction.
-const std::vector<std::string> kRunOnlyParams = {"iters", "duration", "warmup", "validate", "timeout",
-                                                 "ib_dev", "ib_port", "gid_index", "count", "counters_file"};
 
 }  // namespace
 
@@ -108,124 +67,48 @@ std::string VerbName(const VerbSpec& v) {
   return s;
 }
 
-Point PointFromJson(const json& doc, bool strict) {
+Point PointFromJson(const json& doc) {
   static const std::vector<std::string> top = {"experiment", "profile", "mode", "roles", "params", "backend"};
   if (!doc.is_object()) throw ModelError("the point must be a JSON object with keys: " + Join(top));
   for (const auto& [k, v] : doc.items())
     if (std::find(top.begin(), top.end(), k) == top.end())
       throw ModelError("unknown point field '" + k + "' (valid: " + Join(top) + ")");
-  Point p;
+  if (!doc.contains("mode")) throw ModelError("point field 'mode' is missing (valid: " + Join(ModeNames()) + ")");
+  if (!doc["mode"].is_string()) throw ModelError("point field 'mode' must be a string (valid: " + Join(ModeNames()) + ")");
+  const ModeDef& mode = FindMode(doc["mode"].get<std::string>());
+  PointDraft draft;
+  Point& p = draft.p;
   if (doc.contains("experiment") && doc["experiment"].is_string()) p.experiment = doc["experiment"];
-  if (!doc.contains("mode")) throw ModelError("point field 'mode' is missing (valid: " + Join(kModes) + ")");
-  p.mode = OneOf("mode", Str(doc["mode"], "mode"), kModes);
+  p.mode = mode.name;
+  // roles are the experiment's process counts; the model reads the client processes, or the
+  // nodes of an all-to-all run (the server is the measured node; other roles, e.g. pcie's host,
+  // run nothing it predicts)
+  uint32_t processes = 0;
   if (doc.contains("roles")) {
     const json& roles = doc["roles"];
-    if (!roles.is_object()) throw ModelError("point field 'roles' must map role -> count");
-    if (roles.contains("client")) p.clients = static_cast<uint32_t>(Int(roles["client"], "roles.client", 1, 1 << 20));
-    if (roles.contains("node")) p.clients = static_cast<uint32_t>(Int(roles["node"], "roles.node", 1, 1 << 20));
+    if (!roles.is_object()) throw ModelError("point field 'roles' must map role -> process count");
+    for (const auto& [role, count] : roles.items())
+      if (!count.is_number_integer() || count.get<int64_t>() < 0 || count.get<int64_t>() > (1 << 20))
+        throw ModelError("roles." + role + " = " + count.dump() + " must be a process count in 0..1048576");
+    if (roles.contains("client")) processes = roles["client"].get<uint32_t>();
+    if (roles.contains("node")) processes = roles["node"].get<uint32_t>();
   }
   json params = doc.value("params", json::object());
   if (!params.is_object()) throw ModelError("point field 'params' must be an object");
-  // normalise '-' to '_' as the bench does
-  json norm = json::object();
-  for (const auto& [k, v] : params.items()) {
-    std::string key = k;
-    std::replace(key.begin(), key.end(), '-', '_');
-    norm[key] = v;
-  }
-  std::string verb = "write", conn = "RC";
-  if (p.mode == "atomics") verb = "faa";
-  if (p.mode == "sgbatch") verb = "send";
-  std::string req_verb = "write", req_conn, resp_verb = "send", resp_conn;
-  int64_t inline_size = -1;
-  bool header_only = false;
-  std::vector<std::string> opts;
-  for (const auto& [k, v] : norm.items()) {
-    if (k == "verb") verb = Str(v, k);
-    else if (k == "connection") conn = Str(v, k);
-    else if (k == "size" || k == "payload") p.size_B = Int(v, k, 0, 1 << 30);
-    else if (k == "direction") p.direction = OneOf(k, Str(v, k), {"inbound", "outbound", "alltoall"});
-    else if (k == "post_list") p.post_list = static_cast<uint32_t>(Int(v, k, 1, 4096));
-    else if (k == "batch") {
-      p.post_list = static_cast<uint32_t>(Int(v, k, 1, 4096));
-      p.batch_given = true;
-    }
-    else if (k == "cq_mod" || k == "signal_every") p.cq_mod = static_cast<uint32_t>(Int(v, k, 1, 1 << 20));
-    else if (k == "qp" || k == "qps") p.qp = static_cast<uint32_t>(Int(v, k, 1, 1 << 24));
-    else if (k == "threads" || k == "cores" || k == "workers") p.threads = static_cast<uint32_t>(Int(v, k, 1, 4096));
-    else if (k == "tx_depth") p.tx_depth = static_cast<uint32_t>(Int(v, k, 1, 1 << 20));
-    else if (k == "clients" || k == "machines") p.clients = static_cast<uint32_t>(Int(v, k, 1, 1 << 20));
-    else if (k == "inline_size") inline_size = Int(v, k, 0, 1 << 16);
-    else if (k == "sge") p.sge = static_cast<uint32_t>(Int(v, k, 1, 1024));
-    else if (k == "header_only") header_only = Bool(v, k);
-    else if (k == "inline_recv") p.inline_recv = Bool(v, k);
-    else if (k == "counters") p.counters = static_cast<uint64_t>(Int(v, k, 1, int64_t(1) << 40));
-    else if (k == "link") p.link = OneOf(k, Str(v, k), {"ib", "roce"});
-    else if (k == "request") req_verb = Str(v, k);
-    else if (k == "response") resp_verb = Str(v, k);
-    else if (k == "request_connection") req_conn = Str(v, k);
-    else if (k == "response_connection") resp_conn = Str(v, k);
-    else if (k == "optimizations") {
-      if (v.is_string()) {
-        std::string s = v;
-        for (size_t a = 0; a < s.size();) {
-          size_t b = s.find_first_of(",+", a);
-          if (b == std::string::npos) b = s.size();
-          if (b > a) opts.push_back(s.substr(a, b - a));
-          a = b + 1;
-        }
-      } else if (v.is_array()) {
-        for (const auto& o : v) opts.push_back(Str(o, k));
-      } else {
-        throw ModelError("params.optimizations must be a list or a comma-separated string of: none, inline, unsignaled, uc");
-      }
-      for (const auto& o : opts) OneOf("optimizations", o, {"none", "inline", "unsignaled", "uc"});
-    } else if (k == "design") {
-      // rdmalab-bench spells designs with '-' (herd-rpc-mq); both spellings are accepted
-      std::string d = Str(v, k);
-      std::replace(d.begin(), d.end(), '-', '_');
-      if (d == "herd_rpc_mq") d = "herd_rpc_batch_mq";
-      p.design = OneOf(k, d, kDesigns);
-    }
-    else if (k == "system") p.system = OneOf(k, Str(v, k), kSystems);
-    else if (k == "put_fraction") p.put_fraction = Num(v, k, 0, 1);
-    else if (k == "get_fraction") p.put_fraction = 1 - Num(v, k, 0, 1);
-    else if (k == "key_size") p.key_B = static_cast<uint32_t>(Int(v, k, 1, 1024));
-    else if (k == "value_size") p.value_B = static_cast<uint32_t>(Int(v, k, 0, 1 << 20));
-    else if (k == "window") p.window = static_cast<uint32_t>(Int(v, k, 1, 1 << 16));
-    else if (k == "batching") p.batching = Bool(v, k);
-    else if (k == "multi_queue") p.queues = Bool(v, k) ? 3 : 1;
-    else if (k == "queues") p.queues = static_cast<uint32_t>(Int(v, k, 1, 64));
-    else if (k == "accesses") p.accesses = static_cast<uint32_t>(Int(v, k, 0, 1024));
-    else if (k == "prefetch") p.prefetch = Bool(v, k);
-    else if (k == "distribution") p.distribution = OneOf(k, Str(v, k), {"uniform", "zipf"}), p.keyed = true;
-    else if (k == "zipf_theta") p.zipf_theta = Num(v, k, 0, 0.9999);
-    else if (k == "keys") p.keys = static_cast<uint64_t>(Int(v, k, 1, int64_t(1) << 40)), p.keyed = true;
-    else if (k == "core") p.core = static_cast<int32_t>(Int(v, k, 0, 4095));
-    else if (k == "formula") p.formula = OneOf(k, Str(v, k), {"transfer", "wqe_header", "wqe_batch"});
-    else if (k == "method") p.method = OneOf(k, Str(v, k), {"dma", "mmio", "doorbell"});
-    else if (k == "wqe_type") p.wqe_type = OneOf(k, Str(v, k), {"rc_uc", "ud", "recv"});
-    else if (k == "wqes") p.wqes = static_cast<uint32_t>(Int(v, k, 1, 1 << 16));
-    else if (k == "wqe_size") p.wqe_B = static_cast<uint32_t>(Int(v, k, 1, 1 << 16));
-    else if (k == "stack") p.stack = OneOf(k, Str(v, k), {"rdma", "udp", "tcp"});
-    else if (k == "placement") p.placement = OneOf(k, Str(v, k), {"clustered", "unclustered"}), p.keyed = true;
-    else if (k == "numa") p.numa = OneOf(k, Str(v, k), {"near", "far"});
-    else if (k == "page_offset") p.page_offset_B = static_cast<uint32_t>(Int(v, k, 0, 4095));
-    else if (k == "buffers") p.buffers = static_cast<uint32_t>(Int(v, k, 1, 1 << 20));
-    else if (k == "simulate") p.simulate = Bool(v, k);
-    else if (k == "window_bound") p.window_bound = Bool(v, k);
-    else if (k == "sim_exponential") p.sim_exponential = Bool(v, k);
-    else if (k == "sim_ops") p.sim_ops = static_cast<uint64_t>(Int(v, k, 1000, int64_t(1) << 34));
-    else if (std::find(kRunOnlyParams.begin(), kRunOnlyParams.end(), k) != kRunOnlyParams.end()) p.ignored.push_back(k);
-    else if (strict)
-      throw ModelError("unknown parameter '" + k + "' (valid: verb, connection, size, direction, post_list, cq_mod, "
-                       "qp, threads, tx_depth, clients, inline_size, sge, header_only, inline_recv, counters, link, "
-                       "request, response, optimizations, design, system, put_fraction, get_fraction, key_size, "
-                       "value_size, window, batching, multi_queue, queues, accesses, prefetch, distribution, zipf_theta, keys, "
-                       "core, formula, method, wqe_type, wqes, wqe_size, stack, placement, numa, page_offset, buffers, "
-                       "window_bound, simulate, sim_ops, sim_exponential)");
-    else p.ignored.push_back(k);
-  }
+  for (const auto& [k, v] : params.items()) ApplyParam(draft, mode, k, v);
+  p.clients = processes;
+  if (draft.clients_per_process > 0)  // rdmalab-kv: clients per client process
+    p.clients = std::max<uint32_t>(processes, 1) * static_cast<uint32_t>(draft.clients_per_process);
+  // the sequencer's clients keep rdmalab-bench's tx_depth requests in flight each
+  if (p.mode == "sequencer" && p.tx_depth) p.window = p.tx_depth;
+  std::string verb = draft.verb, conn = draft.connection.empty() ? "RC" : draft.connection;
+  if (verb.empty()) verb = p.mode == "atomics" ? "faa" : p.mode == "sgbatch" ? "send" : "write";
+  std::string req_conn = draft.connection, resp_conn = draft.response_connection;
+  const std::string& req_verb = draft.request;
+  const std::string& resp_verb = draft.response;
+  const std::vector<std::string>& opts = draft.optimizations;
+  const int64_t inline_size = draft.inline_size;
+  const bool header_only = draft.header_only;
   p.verb = ParseVerb("verb", verb, conn);
   p.verb.header_only = header_only;
   if (header_only && p.verb.op != Opcode::kSend && p.verb.op != Opcode::kWrite)
@@ -248,7 +131,7 @@ Point PointFromJson(const json& doc, bool strict) {
       inl |= o == "inline";
       unsig |= o == "unsignaled";
     }
-    if (req_conn.empty()) req_conn = norm.contains("connection") ? conn : "RC";
+    if (req_conn.empty()) req_conn = "RC";
     if (resp_conn.empty()) resp_conn = resp_verb.rfind("send", 0) == 0 ? "UD" : req_conn;
     if (uc && req_conn == "RC") req_conn = "UC";
     if (uc && resp_conn == "RC") resp_conn = "UC";

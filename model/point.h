@@ -30,7 +30,7 @@ struct VerbSpec {
 
 struct Point {
   std::string experiment;
-  std::string mode = "tput";  // lat | tput | echo | atomics | sgbatch | sequencer | kv | pcie
+  std::string mode = "tput";  // a row of Modes() (model/params.h)
   VerbSpec verb;
   int64_t size_B = 32;
   std::string direction = "inbound";  // inbound | outbound | alltoall
@@ -38,26 +38,29 @@ struct Point {
   bool batch_given = false;           // sequencer: --batch was set (else the sweep decides)
   uint32_t cq_mod = 1;                // signal one WR in cq_mod
   uint32_t qp = 0;                    // QPs at the measured NIC (0 = enough to engage every PU)
-  uint32_t threads = 0;               // cores used at the measured host (0 = all)
+  uint32_t threads = 0;               // cores used at the measured host (0 = all; kv: params.workers)
   uint32_t tx_depth = 0;              // outstanding WRs per QP (0 = unbounded)
-  uint32_t clients = 0;               // client processes (roles.client or params.clients)
+  uint32_t clients = 0;               // clients in all: roles.client (or roles.node) x kv's clients per process
   uint32_t sge = 1;
   bool inline_recv = false;
   uint64_t counters = 1;              // atomics: Z distinct counters
   std::string link = "ib";            // ib | roce (profiles with a roce block)
+  bool lat_pingpong = false;          // lat: half a round trip instead of the signaled op until its CQE
   // echo
   VerbSpec request, response;
   // sequencer
-  std::string design = "herd_rpc";
+  std::string design = "herd-rpc";
   // key-value systems
   std::string system = "herd";
   double put_fraction = 0.05;
   uint32_t key_B = 16, value_B = 32;
-  uint32_t window = 4;
+  uint32_t window = 4;                // kv: requests in flight per client; sequencer: tx_depth (HERD's 4)
   bool batching = false;
   uint32_t queues = 1;  // UD response QPs per worker (multi-queue)
+  int64_t inline_size_B = -1;         // kv (HERD): largest inline response; -1 = HERD's 192 B
+  bool same_bits_locks = false;       // DrTM: every lock word in one atomic lock bucket
   uint32_t accesses = 0;  // echo: random memory accesses per request (herd14 Fig. 7)
-  bool prefetch = true;
+  bool prefetch = false;
   // key popularity (workload.h): uniform or Zipf over `keys` keys, hashed to the workers
   std::string distribution = "uniform";
   double zipf_theta = 0.99;
@@ -73,11 +76,17 @@ struct Point {
   uint32_t wqes = 10, wqe_B = 65;    // wqe_batch: N WQEs of D bytes
   // values laid out in key order (clustered) or at random pages (unclustered), nosql Sec. 4.4
   std::string placement = "clustered";
-  // Conditions the model does not represent; a point that asks for one is "not modeled".
-  std::string stack = "rdma";          // rdma | udp | tcp (kernel sockets)
+  // Conditions the model does not represent; a point that asks for one is "not modeled"
+  // (predict.cc says why for each).
+  std::string stack = "rdma";          // rdma | udp | tcp | raw (kernel sockets, raw packets)
   std::string numa = "near";           // near | far (memory on the NIC's socket or the other)
-  uint32_t page_offset_B = 0;          // buffer offset within a page
+  uint32_t page_offset_B = 0;          // buffer offset within a page (0: packed or page-aligned)
   uint32_t buffers = 1;                // distinct memory blocks reused round robin
+  uint32_t counter_stride_B = 8;       // atomics: bytes between counters
+  bool events = false;                 // lat: completion channel (interrupts) instead of polling
+  bool all_sizes = false;              // rdmalab-bench --all: a size sweep in one run
+  std::string store = "emulated";      // kv: emulated (herd14's -em designs) | full
+  uint64_t corrupt = 0;                // kv: keys corrupted on purpose (checksum tests)
   // Little's law (clients x tx_depth or window outstanding over the unloaded latency) bounds
   // the rate; false = assume enough clients (papers' scale) whatever the roles say.
   bool window_bound = true;
@@ -85,22 +94,13 @@ struct Point {
   bool simulate = false;
   uint64_t sim_ops = 1'000'000;
   bool sim_exponential = false;  // exponential instead of deterministic service times
-  std::vector<std::string> ignored;  // params the model does not use (kept for the record)
 };
 
-inline const std::vector<std::string> kModes = {"lat", "tput", "echo", "atomics", "sgbatch", "sequencer", "kv",
-                                                "pcie"};
-inline const std::vector<std::string> kDesigns = {"herd_rpc", "herd_rpc_batch", "herd_rpc_batch_mq", "spec_s0",
-                                                  "atomics"};
-// read_based: the bound guide16 Fig. 9 draws for a READ-based store (2 READs per GET);
-// redis and memcached run over kernel TCP, which the model does not cover (not modeled).
-inline const std::vector<std::string> kSystems = {"herd",       "pilaf", "farm",  "farm_var", "drtm",
-                                                  "drtm_write", "hydradb", "read_based", "redis", "memcached"};
-
-// Parses a contract-3 point (`{"experiment", "profile", "mode", "roles", "params"}`); throws
-// ModelError naming the bad field and the valid values. `strict`: unknown params are an error
-// (human CLI) rather than recorded in `ignored` (harness points carry backend-only params).
-Point PointFromJson(const nlohmann::json& doc, bool strict);
+// Parses a contract-3 point (`{"experiment", "profile", "mode", "roles", "params"}`) through
+// the parameter table (model/params.h); throws ModelError naming the bad field, the mode and
+// the valid values. Every path is strict: a parameter the table lacks or the mode does not
+// take is an error.
+Point PointFromJson(const nlohmann::json& doc);
 VerbSpec ParseVerb(const std::string& field, const std::string& verb, const std::string& connection);
 std::string VerbName(const VerbSpec& v);
 const char* TransportName(Transport t);

@@ -160,7 +160,6 @@ json PredictionDocument(const json& point_doc, const Point& pt, const Profile& p
               {"pcie", {{"modeled", rows.empty() ? json(nullptr) : PcieJson(rows[0].per_op, prof.pcie.dllp_B_per_tlp)},
                         {"measured", nullptr}}},
               {"validation", nullptr}};
-  if (!pt.ignored.empty()) doc["model"] = {{"ignored_params", pt.ignored}};
   return doc;
 }
 

@@ -1,4 +1,4 @@
-// Discrete-event simulator (model.md "for what the bound cannot say"): closed-loop clients
+// Discrete-event simulator (README "Simulator": what the bound cannot say): closed-loop clients
 // with windows drive one server NIC through its processing units (one PU per QP), atomic
 // lock buckets, PCIe and the link, with an LRU QP-context cache and a WQE cache. It gives
 // latency under load (mean and percentiles) and cache effects. The event loop allocates

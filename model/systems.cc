@@ -1,4 +1,4 @@
-// Sequencers and key-value systems composed from verb costs at the server (systems.md).
+// Sequencers and key-value systems composed from verb costs at the server (README "Throughput").
 // Each operation is the sum of the verbs the server's NIC serves or issues for it, plus the
 // server CPU work; the clients are assumed numerous enough not to limit (as in the papers).
 #include <algorithm>
@@ -143,14 +143,14 @@ Prediction PredictSequencer(const Point& pt, const Profile& prof) {
     a.counters = 1;
     return PredictVerb(a, prof);
   }
-  bool spec = pt.design == "spec_s0";
-  bool batched = pt.design != "herd_rpc" || pt.batching;
+  bool spec = pt.design == "spec-s0";
+  bool batched = pt.design != "herd-rpc" || pt.batching;
   // guide16 Sec. 4.2.2: Spec-S0 claims a sweep's counter values with one atomic add in its
   // batched and its non-batched (WQE-by-MMIO, --batch 1) forms alike
   bool counter_batched = batched || spec;
   // guide16 Sec. 4.2: multi-queue is 3 response QPs per core; Spec-S0 (Sec. 4.2.1) builds on
   // the RPCs with both optimizations
-  uint32_t queues = pt.design == "herd_rpc_batch_mq" || spec ? std::max(pt.queues, 3u) : pt.queues;
+  uint32_t queues = pt.design == "herd-rpc-mq" || spec ? std::max(pt.queues, 3u) : pt.queues;
   auto compose = [&](double sweep) {
     Composer c{pt, prof, wire, {}, {}, 0};
     // rdmalab-bench's --batch (post_list here) fixes the responses per doorbell
@@ -223,7 +223,8 @@ Prediction PredictKv(const Point& pt, const Profile& prof) {
             1);
       uint32_t batch = pt.batching ? Doorbell(sweep) : 1;
       bool doorbell = pt.batching;  // guide16 Sec. 4.1: a sweep's responses go by Doorbell
-      bool inl = sv <= kHerdInlineLimitB && sv <= prof.wqe.max_inline_B;
+      const int64_t inline_limit = pt.inline_size_B >= 0 ? pt.inline_size_B : kHerdInlineLimitB;
+      bool inl = sv <= inline_limit && sv <= prof.wqe.max_inline_B;
       WrShape get_resp = Shape(Verb(Opcode::kSend, Transport::kUd, inl, true), sv);
       WrShape put_resp = Shape(Verb(Opcode::kSend, Transport::kUd, true, true), 0);
       std::string how = doorbell ? " (doorbell batch " + std::to_string(batch) + ")" : " (WQE-by-MMIO)";
@@ -264,8 +265,8 @@ Prediction PredictKv(const Point& pt, const Profile& prof) {
     e.qps_rx = clients;
     c.lat_us = f_get * ((kPilafBucketReads + 1) * lat(read(kPilafBucketB), false)) +
                f_put * (lat(put_req, true) + lat(put_resp, true));
-  } else if (pt.system == "farm" || pt.system == "farm_var") {
-    bool var = pt.system == "farm_var";
+  } else if (pt.system == "farm" || pt.system == "farm-var") {
+    bool var = pt.system == "farm-var";
     uint32_t bucket = kFarmNeighbourhood * (sk + (var ? kPointerB : sv));
     c.Add("inbound READ neighbourhood " + std::to_string(bucket) + " B", Inbound(read(bucket), prof, wire), f_get);
     if (var) c.Add("inbound READ value " + std::to_string(sv) + " B", Inbound(read(sv), prof, wire), f_get);
@@ -276,7 +277,7 @@ Prediction PredictKv(const Point& pt, const Profile& prof) {
     c.lat_us = f_get * (lat(read(bucket), false) * (var ? 2 : 1)) + f_put * put_lat_us;
   } else if (pt.system == "hydradb") {
     // GET: one READ of the value and its lease word (the client's address cache hits);
-    // PUT: an inlined WRITE-RC request and an inlined WRITE-RC response (systems.md).
+    // PUT: an inlined WRITE-RC request and an inlined WRITE-RC response (HydraDB-em).
     c.Add("inbound READ value + lease " + std::to_string(sv + kLeaseB) + " B", Inbound(read(sv + kLeaseB), prof, wire),
           f_get);
     double put_lat_us = c.AddWritePut(Transport::kRc, sk, sv, f_put);
@@ -284,19 +285,20 @@ Prediction PredictKv(const Point& pt, const Profile& prof) {
     e.qps = workers;
     e.qps_rx = clients;
     c.lat_us = f_get * lat(read(sv + kLeaseB), false) + f_put * put_lat_us;
-  } else if (pt.system == "read_based") {
+  } else if (pt.system == "read-based") {
     // Not a system but guide16 Fig. 9's bound: every operation costs two inbound READs.
     c.Add("inbound READ " + std::to_string(sv) + " B", Inbound(read(sv), prof, wire), kReadBasedReadsPerGet);
     e.qps_rx = clients;
     c.lat_us = kReadBasedReadsPerGet * lat(read(sv), false);
-  } else {  // drtm, drtm_write
+  } else {  // drtm, drtm-write
     c.Add("inbound READ item " + std::to_string(sk + sv) + " B", Inbound(read(sk + sv), prof, wire), f_get);
     WrShape atomic = Shape(Verb(Opcode::kCas, Transport::kRc, false, true), 8);
     Demand a = Inbound(atomic, prof, wire);
-    // lock words of random keys spread over every lock bucket the NIC has
-    a.lock_ns = prof.nic.atomic_lock_hold_ns / prof.nic.atomic_lock_buckets;
+    // lock words of random keys spread over every lock bucket the NIC has, unless they share
+    // the address bits that pick the bucket (lock_placement same-bits): then all wait for one
+    a.lock_ns = prof.nic.atomic_lock_hold_ns / (pt.same_bits_locks ? 1 : prof.nic.atomic_lock_buckets);
     c.Add("inbound atomics (lock CAS, unlock)", a, 2 * f_put);
-    if (pt.system == "drtm_write")
+    if (pt.system == "drtm-write")
       c.Add("inbound WRITE-RC value", Inbound(Shape(Verb(Opcode::kWrite, Transport::kRc, false, true), sv), prof, wire),
             f_put);
     c.Add("QP-context misses", QpCacheMisses(clients, prof, true), 1);

@@ -1,4 +1,4 @@
-// Key popularity of the client workloads (systems.md "Workloads"): how the requests of a
+// Key popularity of the client workloads (README "Throughput": Zipf keys): how the requests of a
 // uniform or Zipf key distribution fall on the workers of a store that partitions its keys
 // by keyhash (HERD and MICA are EREW: each key belongs to one worker).
 #pragma once

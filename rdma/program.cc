@@ -8,6 +8,10 @@
 
 #include "rdma/error.h"
 
+#ifndef RDMALAB_VERSION
+#define RDMALAB_VERSION "unknown"
+#endif
+
 namespace rdmalab {
 namespace {
 
@@ -71,11 +75,43 @@ double CpuSeconds(bool user) {
   return static_cast<double>(t.tv_sec) + static_cast<double>(t.tv_usec) / 1e6;
 }
 
-nlohmann::json CpuJson(double user_s, double system_s, double wall_s) {
+CpuMeter::CpuMeter() : start_ns_(MonotonicNs()), user_s_(CpuSeconds(true)), system_s_(CpuSeconds(false)) {}
+
+nlohmann::json CpuMeter::Json() const {
+  const double wall_s = static_cast<double>(MonotonicNs() - start_ns_) / 1e9;
+  const double user_s = CpuSeconds(true) - user_s_, system_s = CpuSeconds(false) - system_s_;
   return {{"user_s", user_s},
           {"system_s", system_s},
           {"wall_s", wall_s},
           {"utilization", wall_s > 0 ? (user_s + system_s) / wall_s : 0.0}};
+}
+
+nlohmann::json DocumentJson(const char* program, const char* schema_version, const Participant& participant,
+                            bool hugepages, const RunReport& report, const nlohmann::json& cpu, nlohmann::json own) {
+  nlohmann::json rows = nlohmann::json::array();
+  for (const auto& row : report.rows) rows.push_back(RowJson(row));
+  own.update({{"schema_version", schema_version},
+              {"tool", {{"name", program}, {"version", RDMALAB_VERSION}}},
+              {"backend", "measured"},
+              {"role", participant.role()},
+              {"index", participant.index()},
+              {"environment", EnvironmentJson(participant, hugepages)},
+              {"results", rows},
+              {"cpu", cpu},
+              {"validation", report.validation},
+              {"notes", report.notes}});
+  return own;
+}
+
+std::string TableText(const std::string& heading, const RunReport& report,
+                      const std::function<std::string(const ResultRow&)>& peer_label,
+                      const std::string& validation_line) {
+  std::string out = heading + RowTableHeader();
+  for (const auto& row : report.rows) out += RowTableLine(row);
+  for (const auto& row : report.rows) out += PerPeerLine(row, peer_label(row));
+  out += validation_line;
+  for (const auto& note : report.notes) out += "# " + note.get<std::string>() + "\n";
+  return out;
 }
 
 }  // namespace rdmalab

@@ -13,6 +13,7 @@
 #include <cerrno>
 #include <chrono>
 #include <condition_variable>
+#include <cstdio>
 #include <cstring>
 #include <map>
 #include <mutex>
@@ -174,26 +175,116 @@ void RendezvousClient::Bye() {
 }
 
 // ---- server ---------------------------------------------------------------------------
+// Answers exactly as harness/rendezvous.py does, refusals worded alike (docs/contracts.md,
+// contract 2; tests/python/test_rendezvous_replay.py replays recorded exchanges against both).
+
+namespace {
+
+constexpr std::size_t kMaxLineBytes = 1 << 20;  // as harness/rendezvous.py: a QP-info value is a few hundred bytes
+constexpr std::uint64_t kDefaultWaitMs = 60'000;  // a get or barrier without timeout_ms
+constexpr const char* kOps = "hello, put, get, barrier, bye, fail";
+
+json Field(const json& request, const char* name) {
+  const auto found = request.find(name);
+  return found == request.end() ? json() : *found;
+}
+
+// How Python's repr() shows a JSON value, so that refusals naming a bad field read the same from both servers.
+std::string PyRepr(const json& value) {
+  switch (value.type()) {
+    case json::value_t::null:
+      return "None";
+    case json::value_t::boolean:
+      return value.get<bool>() ? "True" : "False";
+    case json::value_t::string: {
+      const auto& text = value.get_ref<const std::string&>();
+      const char quote = text.find('\'') != std::string::npos && text.find('"') == std::string::npos ? '"' : '\'';
+      std::string out(1, quote);
+      for (const char c : text) {
+        const auto byte = static_cast<unsigned char>(c);
+        if (c == quote || c == '\\') {
+          out += '\\';
+          out += c;
+        } else if (c == '\n') {
+          out += "\\n";
+        } else if (c == '\r') {
+          out += "\\r";
+        } else if (c == '\t') {
+          out += "\\t";
+        } else if (byte < 0x20 || byte == 0x7f) {
+          char escaped[5];
+          std::snprintf(escaped, sizeof(escaped), "\\x%02x", byte);
+          out += escaped;
+        } else {
+          out += c;
+        }
+      }
+      return out + quote;
+    }
+    case json::value_t::array: {
+      std::string out = "[";
+      for (const auto& item : value) out += (out.size() > 1 ? ", " : "") + PyRepr(item);
+      return out + "]";
+    }
+    case json::value_t::object: {
+      std::string out = "{";
+      for (const auto& [key, item] : value.items()) {
+        out += (out.size() > 1 ? ", " : "") + PyRepr(key) + ": " + PyRepr(item);
+      }
+      return out + "}";
+    }
+    default:
+      return value.dump();
+  }
+}
+
+// Python's type(value).__name__ for a parsed JSON value.
+const char* PyTypeName(const json& value) {
+  switch (value.type()) {
+    case json::value_t::null: return "NoneType";
+    case json::value_t::boolean: return "bool";
+    case json::value_t::number_integer:
+    case json::value_t::number_unsigned: return "int";
+    case json::value_t::number_float: return "float";
+    case json::value_t::string: return "str";
+    case json::value_t::array: return "list";
+    default: return "dict";
+  }
+}
+
+std::uint64_t DeadlineAfterWaitMs(std::uint64_t timeout_ms) {
+  const std::uint64_t now = MonotonicNs();
+  const std::uint64_t limit = (~std::uint64_t{0} - now) / 1'000'000ull;
+  return now + std::min(timeout_ms, limit) * 1'000'000ull;
+}
+
+}  // namespace
 
 struct RendezvousServer::State {
   struct Participant {
     std::string name;  // ROLE/INDEX once hello'd
     std::string buffer;
-    bool left = false;
+    bool left = false;     // bye, fail, refused or gone: nothing more is read or answered
+    bool eof = false;      // the participant closed its end; the lines it sent before still count
+    bool waiting = false;  // a get or barrier is unanswered: later requests wait, replies stay in order
   };
   struct Waiter {
     int fd;
     std::string key;  // get: key; barrier: name
     std::uint64_t deadline_ns;
-    int timeout_ms;
+    std::uint64_t timeout_ms;
+  };
+  struct Barrier {
+    std::uint64_t count;  // every participant at the barrier gave it
+    std::vector<Waiter> waiters;
   };
   std::mutex mutex;
   std::condition_variable changed;
   std::map<int, Participant> participants;
   std::map<std::string, json> values;
+  std::map<std::string, std::string> owners;  // key -> ROLE/INDEX that put it
   std::vector<Waiter> gets;
-  std::map<std::string, std::vector<Waiter>> barriers;
-  std::map<std::string, int> barrier_counts;
+  std::map<std::string, Barrier> barriers;  // only those someone waits at
   std::string failure;
   bool stopping = false;
   int hellos = 0;
@@ -250,101 +341,191 @@ void RendezvousServer::Serve() {
   State& s = *state_;
   auto reply = [](int fd, const json& message) { WriteAll(fd, message.dump() + "\n"); };
   auto error = [&](int fd, const std::string& text) { reply(fd, {{"ok", false}, {"error", text}}); };
-  auto fail_all = [&](const std::string& text) {
-    if (s.failure.empty()) s.failure = text;
-    for (auto& waiter : s.gets) error(waiter.fd, s.failure);
+  // Answers the wait of `fd`; its next request may run.
+  auto answer = [&](int fd, const json& message) {
+    reply(fd, message);
+    s.participants.at(fd).waiting = false;
+  };
+  auto abort_point = [&](const std::string& who, const std::string& reason) {
+    if (s.failure.empty()) s.failure = "participant " + who + " failed: " + reason;
+    for (auto& waiter : s.gets) answer(waiter.fd, {{"ok", false}, {"error", s.failure}});
     s.gets.clear();
-    for (auto& [name, waiters] : s.barriers) {
-      for (auto& waiter : waiters) error(waiter.fd, s.failure);
+    for (auto& [name, barrier] : s.barriers) {
+      for (auto& waiter : barrier.waiters) answer(waiter.fd, {{"ok", false}, {"error", s.failure}});
     }
     s.barriers.clear();
   };
-  auto depart = [&](int fd, bool clean) {
+  // Ends a connection after its last reply; one that was a participant and ends unclean aborts the point.
+  auto end_connection = [&](int fd, bool clean) {
     auto& participant = s.participants.at(fd);
-    if (!participant.left && !participant.name.empty()) {
-      participant.left = true;
+    if (participant.left) return;
+    participant.left = true;
+    shutdown(fd, SHUT_RDWR);
+    if (!participant.name.empty()) {
       ++s.departures;
-      if (!clean) fail_all("participant " + participant.name + " failed: disconnected");
+      if (!clean) abort_point(participant.name, "disconnected");
     }
     s.changed.notify_all();
   };
-  auto handle = [&](int fd, const json& request) {
+  auto timeout_ms_of = [&](const json& request, std::uint64_t& timeout_ms) {
+    const json value = request.contains("timeout_ms") ? request.at("timeout_ms") : json(kDefaultWaitMs);
+    if (!value.is_number_unsigned()) return false;
+    timeout_ms = value.get<std::uint64_t>();
+    return true;
+  };
+  auto hello = [&](int fd, const json& request) {
     auto& participant = s.participants.at(fd);
-    const std::string op = request.value("op", "");
-    if (participant.name.empty()) {
-      if (op != "hello" || request.value("token", "") != token_) {
-        error(fd, op == "hello" ? "bad token" : "first request must be hello");
-        return false;
-      }
-      std::string name = request.value("role", "?") + "/" + std::to_string(request.value("index", -1));
+    const json token = Field(request, "token"), role = Field(request, "role"), index = Field(request, "index");
+    std::string refusal;
+    std::string name;
+    if (!token.is_string() || token.get_ref<const std::string&>() != token_) {
+      refusal = "bad token";
+    } else if (!role.is_string() || role.get_ref<const std::string&>().empty()) {
+      refusal = "hello needs a non-empty string role, got " + PyRepr(role);
+    } else if (!index.is_number_unsigned()) {
+      refusal = "hello needs a non-negative integer index, got " + PyRepr(index);
+    } else {
+      name = role.get<std::string>() + "/" + index.dump();
       for (auto& [other_fd, other] : s.participants) {
-        if (other.name == name) {
-          error(fd, "duplicate participant " + name);
-          return false;
-        }
+        if (other.name == name) refusal = "duplicate participant " + name;
       }
-      participant.name = name;
-      ++s.hellos;
-      reply(fd, {{"ok", true}});
-      return true;
+    }
+    if (!refusal.empty()) {
+      error(fd, refusal);
+      end_connection(fd, true);  // not a participant: nothing to abort
+      return;
+    }
+    participant.name = name;
+    ++s.hellos;
+    reply(fd, {{"ok", true}});
+  };
+  auto put = [&](int fd, const json& request) {
+    const json key = Field(request, "key");
+    if (!key.is_string()) return error(fd, "put needs a string key, got " + PyRepr(key));
+    const std::string& k = key.get_ref<const std::string&>();
+    if (!request.contains("value")) return error(fd, "put of key " + k + " has no value");
+    if (!s.failure.empty()) return error(fd, s.failure);
+    if (s.values.count(k) != 0) return error(fd, "key " + k + " already put by " + s.owners[k]);
+    s.values[k] = request.at("value");
+    s.owners[k] = s.participants.at(fd).name;
+    reply(fd, {{"ok", true}});
+    for (auto it = s.gets.begin(); it != s.gets.end();) {
+      if (it->key == k) {
+        answer(it->fd, {{"ok", true}, {"value", s.values[k]}});
+        it = s.gets.erase(it);
+      } else {
+        ++it;
+      }
+    }
+  };
+  auto get = [&](int fd, const json& request) {
+    const json key = Field(request, "key");
+    if (!key.is_string()) return error(fd, "get needs a string key, got " + PyRepr(key));
+    std::uint64_t timeout_ms = 0;
+    if (!timeout_ms_of(request, timeout_ms)) {
+      return error(fd, "timeout_ms must be a non-negative integer, got " + PyRepr(Field(request, "timeout_ms")));
+    }
+    if (!s.failure.empty()) return error(fd, s.failure);
+    const std::string& k = key.get_ref<const std::string&>();
+    if (auto found = s.values.find(k); found != s.values.end()) {
+      return reply(fd, {{"ok", true}, {"value", found->second}});
+    }
+    s.gets.push_back({fd, k, DeadlineAfterWaitMs(timeout_ms), timeout_ms});
+    s.participants.at(fd).waiting = true;
+  };
+  auto barrier = [&](int fd, const json& request) {
+    const json name_field = Field(request, "name"), count_field = Field(request, "count");
+    if (!name_field.is_string()) return error(fd, "barrier needs a string name, got " + PyRepr(name_field));
+    const std::string& name = name_field.get_ref<const std::string&>();
+    if (!count_field.is_number_unsigned() || count_field.get<std::uint64_t>() < 1) {
+      return error(fd, "barrier " + name + " needs a positive integer count, got " + PyRepr(count_field));
+    }
+    const std::uint64_t count = count_field.get<std::uint64_t>();
+    std::uint64_t timeout_ms = 0;
+    if (!timeout_ms_of(request, timeout_ms)) {
+      return error(fd, "timeout_ms must be a non-negative integer, got " + PyRepr(Field(request, "timeout_ms")));
+    }
+    if (!s.failure.empty()) return error(fd, s.failure);
+    auto [it, fresh] = s.barriers.try_emplace(name, State::Barrier{count, {}});
+    auto& at = it->second;
+    if (!fresh && at.count != count) {
+      return error(fd, "barrier " + name + ": count " + std::to_string(count) + " differs from " +
+                           std::to_string(at.count) + " given by the others");
+    }
+    if (at.waiters.size() + 1 >= count) {  // the last arrival opens this generation; the name can be met again
+      for (auto& waiter : at.waiters) answer(waiter.fd, {{"ok", true}});
+      s.barriers.erase(it);
+      return reply(fd, {{"ok", true}});
+    }
+    at.waiters.push_back({fd, name, DeadlineAfterWaitMs(timeout_ms), timeout_ms});
+    s.participants.at(fd).waiting = true;
+  };
+  auto handle = [&](int fd, const std::string& line) {
+    auto& participant = s.participants.at(fd);
+    const json request = json::parse(line, nullptr, false);
+    if (request.is_discarded()) return error(fd, "bad JSON: expected one JSON object per line");
+    if (!request.is_object()) return error(fd, std::string("expected a JSON object, got ") + PyTypeName(request));
+    const json op = Field(request, "op");
+    if (participant.name.empty() && op != "hello") {
+      error(fd, "first message must be hello, got op " + PyRepr(op));
+      return end_connection(fd, true);
+    }
+    if (op == "hello") {
+      if (!participant.name.empty()) return error(fd, "second hello on the connection of " + participant.name);
+      return hello(fd, request);
     }
     if (op == "bye") {
       reply(fd, {{"ok", true}});
-      depart(fd, true);
-      return true;
+      return end_connection(fd, true);
     }
     if (op == "fail") {
-      depart(fd, true);
-      fail_all("participant " + participant.name + " failed: " + request.value("reason", "unknown"));
-      return true;
+      const json reason = Field(request, "reason");
+      std::string why = reason.is_string() ? reason.get<std::string>() : PyRepr(reason);  // Python's str()
+      if (!request.contains("reason")) why = "no reason given";
+      abort_point(participant.name, why);
+      reply(fd, {{"ok", true}});
+      return end_connection(fd, true);
     }
-    if (!s.failure.empty()) {
-      error(fd, s.failure);
-      return true;
-    }
-    const int timeout_ms = request.value("timeout_ms", 0);
-    if (op == "put") {
-      const std::string key = request.value("key", "");
-      if (!s.values.emplace(key, request.value("value", json())).second) {
-        error(fd, "key " + key + " was already put");
+    if (op == "put") return put(fd, request);
+    if (op == "get") return get(fd, request);
+    if (op == "barrier") return barrier(fd, request);
+    error(fd, "unknown op " + PyRepr(op) + "; valid: " + kOps);
+  };
+  // Runs the requests a connection has sent, one at a time: each waits until the one before is answered.
+  auto drain = [&](int fd) {
+    auto& participant = s.participants.at(fd);
+    bool progressed = false;
+    while (!participant.left && !participant.waiting) {
+      auto newline = participant.buffer.find('\n');
+      if ((newline == std::string::npos ? participant.buffer.size() : newline) > kMaxLineBytes) {
+        error(fd, "line longer than " + std::to_string(kMaxLineBytes) + " bytes");
+        end_connection(fd, false);
         return true;
       }
-      reply(fd, {{"ok", true}});
-      for (auto it = s.gets.begin(); it != s.gets.end();) {
-        if (it->key == key) {
-          reply(it->fd, {{"ok", true}, {"value", s.values[key]}});
-          it = s.gets.erase(it);
-        } else {
-          ++it;
+      if (newline == std::string::npos) {
+        if (!participant.eof) break;
+        if (participant.buffer.empty()) {
+          end_connection(fd, false);
+          return true;
         }
+        newline = participant.buffer.size();  // a last line without its newline still counts
+        participant.buffer += '\n';
       }
-    } else if (op == "get") {
-      const std::string key = request.value("key", "");
-      if (auto found = s.values.find(key); found != s.values.end()) {
-        reply(fd, {{"ok", true}, {"value", found->second}});
-      } else {
-        s.gets.push_back({fd, key, DeadlineAfterMs(timeout_ms), timeout_ms});
-      }
-    } else if (op == "barrier") {
-      const std::string name = request.value("name", "");
-      auto& waiters = s.barriers[name];
-      waiters.push_back({fd, name, DeadlineAfterMs(timeout_ms), timeout_ms});
-      s.barrier_counts[name] = request.value("count", 1);
-      if (static_cast<int>(waiters.size()) >= s.barrier_counts[name]) {
-        for (auto& waiter : waiters) reply(waiter.fd, {{"ok", true}});
-        s.barriers.erase(name);
-      }
-    } else {
-      error(fd, "unknown op '" + op + "': valid ops are hello, put, get, barrier, fail, bye");
+      const std::string line = participant.buffer.substr(0, newline);
+      participant.buffer.erase(0, newline + 1);
+      handle(fd, line);
+      progressed = true;
     }
-    return true;
+    return progressed;
   };
   auto expire = [&] {
     const std::uint64_t now = MonotonicNs();
     std::uint64_t next = now + 1'000'000'000ull;
     for (auto it = s.gets.begin(); it != s.gets.end();) {
       if (it->deadline_ns <= now) {
-        error(it->fd, "timeout after " + std::to_string(it->timeout_ms) + " ms waiting for key " + it->key);
+        answer(it->fd, {{"ok", false},
+                        {"error", "timeout after " + std::to_string(it->timeout_ms) + " ms waiting for key " +
+                                      it->key}});
         it = s.gets.erase(it);
       } else {
         next = std::min(next, it->deadline_ns);
@@ -352,12 +533,13 @@ void RendezvousServer::Serve() {
       }
     }
     for (auto it = s.barriers.begin(); it != s.barriers.end();) {
-      auto& waiters = it->second;
+      auto& waiters = it->second.waiters;
       for (auto w = waiters.begin(); w != waiters.end();) {
         if (w->deadline_ns <= now) {
-          error(w->fd, "timeout after " + std::to_string(w->timeout_ms) + " ms at barrier " + it->first + ": " +
-                           std::to_string(waiters.size()) + " of " + std::to_string(s.barrier_counts[it->first]) +
-                           " arrived");
+          answer(w->fd, {{"ok", false},
+                         {"error", "timeout after " + std::to_string(w->timeout_ms) + " ms at barrier " + it->first +
+                                       ": " + std::to_string(waiters.size()) + " of " +
+                                       std::to_string(it->second.count) + " arrived"}});
           w = waiters.erase(w);
         } else {
           next = std::min(next, w->deadline_ns);
@@ -368,6 +550,15 @@ void RendezvousServer::Serve() {
     }
     return MsUntil(next);
   };
+  // Answers what is due and runs what can run, until nothing changes; returns the ms until the next deadline.
+  auto settle = [&] {
+    for (;;) {
+      const int wait_ms = expire();
+      bool progressed = false;
+      for (auto& [fd, participant] : s.participants) progressed = drain(fd) || progressed;
+      if (!progressed) return wait_ms;
+    }
+  };
 
   for (;;) {
     std::vector<pollfd> fds{{wake_pipe_[0], POLLIN, 0}, {listen_fd_, POLLIN, 0}};
@@ -375,10 +566,13 @@ void RendezvousServer::Serve() {
     {
       std::lock_guard lock(s.mutex);
       if (s.stopping) return;
+      wait_ms = settle();
       for (auto& [fd, participant] : s.participants) {
-        if (!participant.left) fds.push_back({fd, POLLIN, 0});
+        // A waiting connection's next lines queue up to one line's worth, as the Python server's reader does.
+        if (!participant.left && !participant.eof && participant.buffer.size() <= kMaxLineBytes) {
+          fds.push_back({fd, POLLIN, 0});
+        }
       }
-      wait_ms = expire();
     }
     if (poll(fds.data(), fds.size(), wait_ms) < 0 && errno != EINTR) return;
     std::lock_guard lock(s.mutex);
@@ -397,24 +591,15 @@ void RendezvousServer::Serve() {
       auto& participant = s.participants.at(fd);
       char chunk[4096];
       const ssize_t n = recv(fd, chunk, sizeof(chunk), 0);
+      if (n < 0 && errno == EINTR) continue;
       if (n <= 0) {
-        depart(fd, false);
+        // Gone. Lines it sent before still run (settle); with none left a waiting participant's
+        // end aborts the point now, not at its deadline.
+        participant.eof = true;
+        if (participant.buffer.empty()) end_connection(fd, false);
         continue;
       }
       participant.buffer.append(chunk, static_cast<std::size_t>(n));
-      for (auto newline = participant.buffer.find('\n'); newline != std::string::npos && !participant.left;
-           newline = participant.buffer.find('\n')) {
-        const json request = json::parse(participant.buffer.substr(0, newline), nullptr, false);
-        participant.buffer.erase(0, newline + 1);
-        if (request.is_discarded() || !request.is_object()) {
-          error(fd, "malformed request: expected one JSON object per line");
-          continue;
-        }
-        if (!handle(fd, request)) {
-          participant.left = true;  // refused hello: not a participant, just drop it
-          shutdown(fd, SHUT_RDWR);
-        }
-      }
     }
   }
 }

@@ -65,50 +65,50 @@ json DeviceJson(const Participant& participant) {
 
 std::atomic<bool> g_abort{false};
 
-Participant::Participant(const ParticipantConfig& config)
-    : timeout_s_(config.timeout_s),
-      cpu_list_(config.cpus),
-      deadline_ns_(MonotonicNs() + static_cast<std::uint64_t>(config.timeout_s * 1e9)),
-      device_(Device::Open(config.ib_dev, static_cast<std::uint8_t>(config.ib_port))),
+Participant::Participant(const ParticipantOptions& options, const JoinSpec& join)
+    : timeout_s_(options.timeout_s),
+      cpu_list_(options.cpus),
+      deadline_ns_(MonotonicNs() + static_cast<std::uint64_t>(options.timeout_s * 1e9)),
+      device_(Device::Open(options.ib_dev, static_cast<std::uint8_t>(options.ib_port))),
       pd_(AllocatePd(device_)),
-      address_(LocalAddress(device_, config.gid_index)),
+      address_(LocalAddress(device_, options.gid_index)),
       clock_(TscClock::Calibrate()) {
-  cpus_ = config.cpus.empty() ? AllowedCpus(CpusOfNode(DeviceNumaNode(device_.name()))) : ParseCpuList(config.cpus);
-  if (cpus_.empty()) Fail("no CPU to run on: --cpus '", config.cpus, "' lists none");
+  cpus_ = options.cpus.empty() ? AllowedCpus(CpusOfNode(DeviceNumaNode(device_.name()))) : ParseCpuList(options.cpus);
+  if (cpus_.empty()) Fail("no CPU to run on: --cpus '", options.cpus, "' lists none");
 
   std::string host;
   std::uint16_t port = 0;
   std::string token;
-  if (!config.rendezvous.empty()) {
-    if (config.role.empty()) Fail("--rendezvous needs --role: server, client or node");
-    if (config.node_roles != (config.role == "node")) {
-      Fail("role '", config.role, "' does not fit ", config.program,
-           config.node_roles ? ": its only role is node" : ": its roles are server and client");
+  if (!options.rendezvous.empty()) {
+    if (options.role.empty()) Fail("--rendezvous needs --role: server, client or node");
+    if (join.node_roles != (options.role == "node")) {
+      Fail("role '", options.role, "' does not fit ", join.program,
+           join.node_roles ? ": its only role is node" : ": its roles are server and client");
     }
     const char* env_token = std::getenv("RDMALAB_RENDEZVOUS_TOKEN");
     if (env_token == nullptr || *env_token == '\0') {
       Fail("--rendezvous needs the run's token in $RDMALAB_RENDEZVOUS_TOKEN (the harness sets it)");
     }
     token = env_token;
-    std::tie(host, port) = ParseHostPort(config.rendezvous);
-    role_ = config.role;
-    index_ = config.index;
+    std::tie(host, port) = ParseHostPort(options.rendezvous);
+    role_ = options.role;
+    index_ = options.index;
   } else {
-    if (config.node_roles) {
+    if (join.node_roles) {
       Fail("all-to-all runs need the coordinator: pass --rendezvous HOST:PORT --role node --index I --peers N");
     }
-    if (!config.role.empty() && config.role != (config.server_host.empty() ? "server" : "client")) {
-      Fail("--role ", config.role, " contradicts the command line: without SERVER_HOST this process is the server");
+    if (!options.role.empty() && options.role != (options.server_host.empty() ? "server" : "client")) {
+      Fail("--role ", options.role, " contradicts the command line: without SERVER_HOST this process is the server");
     }
-    role_ = config.server_host.empty() ? "server" : "client";
-    index_ = role_ == "server" ? 0 : config.index;
+    role_ = options.server_host.empty() ? "server" : "client";
+    index_ = role_ == "server" ? 0 : options.index;
     token = kStandaloneToken;
-    port = static_cast<std::uint16_t>(config.port);
+    port = static_cast<std::uint16_t>(options.port);
     if (role_ == "server") {
       embedded_server_ = std::make_unique<RendezvousServer>("0.0.0.0", port, token);
       host = "127.0.0.1";
     } else {
-      host = config.server_host;
+      host = options.server_host;
     }
   }
   if (role_ == "server" && index_ != 0) Fail("--index ", index_, " for the server: there is one server, index 0");
@@ -116,11 +116,11 @@ Participant::Participant(const ParticipantConfig& config)
 
   // The server (or node 0) publishes the symmetric options; everyone else compares.
   if (is_aggregator()) {
-    clients_ = config.peers;
-    Put("config", {{"symmetric", config.symmetric}, {"clients", clients_}});
+    clients_ = options.peers;
+    Put("config", {{"symmetric", join.symmetric}, {"clients", clients_}});
   } else {
     const json theirs = Get(role_ == "node" ? "node/0" : "server/0", "config");
-    for (const auto& [key, value] : config.symmetric.items()) {
+    for (const auto& [key, value] : join.symmetric.items()) {
       const json& other = theirs.at("symmetric").value(key, json());
       if (other != value) {
         Fail("option ", key, " differs between the sides: ", role_ == "node" ? "node 0" : "the server", " has ",
@@ -128,11 +128,11 @@ Participant::Participant(const ParticipantConfig& config)
       }
     }
     clients_ = theirs.at("clients").get<int>();
-    if (role_ == "client" && config.peers != 1) {
-      Fail("--peers ", config.peers, " for a client: a client has exactly one server (1)");
+    if (role_ == "client" && options.peers != 1) {
+      Fail("--peers ", options.peers, " for a client: a client has exactly one server (1)");
     }
-    if (role_ == "node" && config.peers != clients_) {
-      Fail("--peers ", config.peers, " differs from node 0's ", clients_, ": every node names the node count");
+    if (role_ == "node" && options.peers != clients_) {
+      Fail("--peers ", options.peers, " differs from node 0's ", clients_, ": every node names the node count");
     }
   }
   if (index_ >= (role_ == "server" ? 1 : clients_)) {

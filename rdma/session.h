@@ -17,54 +17,24 @@
 #include "rdma/buffer.h"
 #include "rdma/clock.h"
 #include "rdma/connect.h"
+#include "rdma/flags.h"
 #include "rdma/rendezvous.h"
 #include "rdma/verbs.h"
 
 namespace rdmalab {
 
-// What a participant needs from the command line (each program's flag table fills it).
-struct ParticipantConfig {
+// What a program tells the participant beyond its options (rdma/flags.h ParticipantOptions).
+struct JoinSpec {
   std::string program;      // e.g. "rdmalab-bench tput", for error messages
-  std::string ib_dev;
-  int ib_port = 1;
-  int gid_index = -1;
-  std::string server_host;  // standalone client: the server's host; empty on the server
-  int port = 18515;
-  std::string rendezvous;   // HOST:PORT under the coordinator
-  std::string role;         // server | client | node
-  int index = 0;
-  int peers = 1;
-  double timeout_s = 60;
-  std::string cpus;
   bool node_roles = false;  // the program's only role is "node" (all-to-all)
   nlohmann::json symmetric = nlohmann::json::object();  // options every participant must agree on
 };
-
-// The fields every program's options struct spells the same way (rdmalab-bench, rdmalab-kv).
-template <typename Options>
-ParticipantConfig ParticipantConfigFrom(const Options& o, std::string program, nlohmann::json symmetric) {
-  ParticipantConfig config;
-  config.program = std::move(program);
-  config.ib_dev = o.ib_dev;
-  config.ib_port = o.ib_port;
-  config.gid_index = o.gid_index;
-  config.server_host = o.server_host;
-  config.port = o.port;
-  config.rendezvous = o.rendezvous;
-  config.role = o.role;
-  config.index = o.index;
-  config.peers = o.peers;
-  config.timeout_s = o.timeout_s;
-  config.cpus = o.cpus;
-  config.symmetric = std::move(symmetric);
-  return config;
-}
 
 class Participant {
  public:
   // Opens the device, joins the run and checks that every participant was given the same
   // symmetric options.
-  explicit Participant(const ParticipantConfig& config);
+  Participant(const ParticipantOptions& options, const JoinSpec& join);
   ~Participant();
 
   const Device& device() const { return device_; }

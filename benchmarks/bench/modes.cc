@@ -12,33 +12,57 @@ bool AllToAll(const Options& options) { return options.direction == "alltoall"; 
 
 const std::vector<Mode>& Modes() {
   static const std::vector<Mode> modes = {
-      {"lat", "latency of one op at a time: READ, WRITE, SEND, CAS, FAA; ping-pong (ECHO)", CheckLat, NeverNodes,
-       RunLat},
-      {"tput", "windowed throughput, inbound / outbound / all-to-all", CheckTput, AllToAll, RunTput},
-      {"atomics", "atomics throughput over Z counters", CheckAtomics, NeverNodes, RunTput},
-      {"echo", "request/response round trips (WRITE or SEND each way), server-side random accesses", CheckEcho,
-       NeverNodes, RunEcho},
-      {"sequencer", "integers handed out by HERD-RPC (+batching, +multi-queue), Spec-S0 or atomics, checked once each",
+      {"lat",
+       "latency of one op at a time: READ, WRITE, SEND, CAS, FAA; ping-pong (ECHO)",
+       {"verb", "connection", "size", "all", "iters", "duration", "warmup", "tx_depth", "cq_mod", "inline_size",
+        "lat_method", "events", "rdma_cm", "stack", "io_batch", "validate"},
+       CheckLat, NeverNodes, RunLat},
+      {"tput",
+       "windowed throughput, inbound / outbound / all-to-all",
+       {"verb", "connection", "size", "all", "iters", "duration", "warmup", "tx_depth", "cq_mod", "post_list", "qp",
+        "threads", "inline_size", "sge", "header_only", "direction", "rdma_cm", "numa", "page_offset", "buffers",
+        "distribution", "placement", "keys", "zipf_theta", "stack", "io_batch", "validate"},
+       CheckTput, AllToAll, RunTput},
+      {"atomics",
+       "atomics throughput over Z counters",
+       {"verb", "iters", "duration", "warmup", "tx_depth", "cq_mod", "post_list", "qp", "threads", "rdma_cm",
+        "counters", "counter_stride", "validate"},
+       CheckAtomics, NeverNodes, RunTput},
+      {"echo",
+       "request/response round trips (WRITE or SEND each way), server-side random accesses",
+       {"connection", "size", "all", "iters", "duration", "warmup", "tx_depth", "cq_mod", "threads", "inline_size",
+        "rdma_cm", "request", "response", "response_connection", "accesses", "prefetch", "table_mb", "validate"},
+       CheckEcho, NeverNodes, RunEcho},
+      {"sequencer",
+       "integers handed out by HERD-RPC (+batching, +multi-queue), Spec-S0 or atomics, checked once each",
+       {"tx_depth", "cq_mod", "threads", "inline_size", "rdma_cm", "design", "count", "batch"},
        CheckSequencer, NeverNodes, RunSequencer},
-      {"sgbatch", "router-style forwarding of k gathered packets per SEND, one-way latency", CheckSgbatch, NeverNodes,
-       RunSgbatch},
+      {"sgbatch",
+       "router-style forwarding of k gathered packets per SEND, one-way latency",
+       {"connection", "size", "iters", "duration", "warmup", "tx_depth", "cq_mod", "inline_size", "sge", "rdma_cm",
+        "validate"},
+       CheckSgbatch, NeverNodes, RunSgbatch},
   };
   return modes;
 }
 
 const Mode& FindMode(const std::string& name) {
-  std::string valid;
   for (const auto& mode : Modes()) {
     if (name == mode.name) return mode;
-    valid += (valid.empty() ? "" : ", ") + std::string(mode.name);
   }
-  Fail("unknown mode '", name, "': valid modes are ", valid);
+  Fail("unknown mode '", name, "': valid modes are ", ModeNames());
+}
+
+std::string ModeNames() {
+  std::string names;
+  for (const auto& mode : Modes()) names += (names.empty() ? "" : ", ") + std::string(mode.name);
+  return names;
 }
 
 const Mode& ModeFor(const Options& options) {
-  static const Mode sockets = {"sockets", "lat and tput over kernel UDP or TCP sockets", CheckSockets, NeverNodes,
-                               RunSockets};
-  static const Mode raw = {"raw", "lat and tput as UDP frames over a raw-packet QP", CheckSockets, NeverNodes,
+  static const Mode sockets = {"sockets", "lat and tput over kernel UDP or TCP sockets", {}, CheckSockets,
+                               NeverNodes, RunSockets};
+  static const Mode raw = {"raw", "lat and tput as UDP frames over a raw-packet QP", {}, CheckSockets, NeverNodes,
                            RunRawPacket};
   if (options.stack == "raw") return raw;
   if (options.stack != "rdma") return sockets;

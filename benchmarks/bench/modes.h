@@ -1,5 +1,7 @@
-// The mode table: a mode is a run function over a Session plus the facts the core needs
-// before joining (does it use the `node` role). main.cc looks modes up here by name.
+// The mode table: a mode is a run function over a Session, the parameters it takes beyond
+// the participant's (--describe lists them; the harness rejects any other), plus the facts
+// the core needs before joining (does it use the `node` role). Adding a mode is one row
+// here plus its code.
 #pragma once
 
 #include <string>
@@ -14,6 +16,7 @@ namespace rdmalab::bench {
 struct Mode {
   const char* name;
   const char* summary;
+  std::vector<std::string> params;  // names in the flag table (options.cc), '_' spelling
   // Checks the options before any resource is touched; fails naming the conflict.
   void (*check)(Options& options);
   bool (*node_roles)(const Options& options);
@@ -22,6 +25,7 @@ struct Mode {
 
 const std::vector<Mode>& Modes();
 const Mode& FindMode(const std::string& name);
+std::string ModeNames();  // "lat, tput, ..."
 // The mode a run uses: the named one over verbs, or its kernel-socket stand-in (--stack udp|tcp).
 const Mode& ModeFor(const Options& options);
 

@@ -1,29 +1,19 @@
-// Every knob of rdmalab-bench, as one struct filled from one flag table (options.cc):
-// each flag has its perftest spelling where one exists, a default, a help line, and
-// whether both sides of a run must agree on it (symmetric flags are checked at connect).
+// Every knob of rdmalab-bench, as one struct filled from one flag table (options.cc): the
+// participant's (rdma/flags.h ParticipantOptions) and the modes'. Each flag has its perftest
+// spelling where one exists, its values, unit, default and help, and whether both sides of
+// a run must agree on it (symmetric flags are checked at connect).
 #pragma once
-
-#include <nlohmann/json.hpp>
 
 #include <cstdint>
 #include <string>
 #include <vector>
 
+#include "rdma/flags.h"
+
 namespace rdmalab::bench {
 
-struct Options {
+struct Options : ParticipantOptions {
   std::string mode;
-  // Device and addressing.
-  std::string ib_dev;
-  int ib_port = 1;
-  int gid_index = -1;
-  // Who talks to whom.
-  std::string server_host;  // standalone client: the server's host; empty on the server
-  int port = 18515;
-  std::string rendezvous;   // HOST:PORT under the coordinator
-  std::string role;         // server | client | node
-  int index = 0;
-  int peers = 1;
   // Workload.
   std::string verb;  // empty: the mode's default (write; atomics: faa)
   std::string connection = "RC";
@@ -70,24 +60,11 @@ struct Options {
   // Kernel-socket stand-ins of lat and tput (sockets.cc), and raw Ethernet frames (raw_packet.cc).
   std::string stack = "rdma";
   int io_batch = 1;
-  // Run control and output.
   bool validate = false;
-  double timeout_s = 60;
-  std::string cpus;
-  bool use_hugepages = false;
-  bool out_json = false;
-  std::string out_json_file;
-  std::uint64_t seed = 1;
 };
 
-// Parses argv (argv[1] is the mode). Fails with one line naming the flag/value and what
-// is valid. Prints help and exits 0 for -h/--help.
-Options ParseOptions(int argc, char** argv);
-
-// The resolved configuration (every flag), and the subset both sides must agree on.
-nlohmann::json ConfigJson(const Options& options);
-nlohmann::json SymmetricConfigJson(const Options& options);
-
-std::string HelpText();
+// The command line: `rdmalab-bench MODE [flags] [SERVER_HOST]`; parsing, --help, the
+// document's config and --describe come from it (rdma/flags.h).
+const CommandLine<Options>& BenchCommandLine();
 
 }  // namespace rdmalab::bench

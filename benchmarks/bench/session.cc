@@ -13,13 +13,6 @@ namespace {
 
 using nlohmann::json;
 
-ParticipantConfig ConfigOf(const Options& o, bool node_roles) {
-  ParticipantConfig config = ParticipantConfigFrom(
-      o, "rdmalab-bench " + o.mode + (node_roles ? " with --direction alltoall" : ""), SymmetricConfigJson(o));
-  config.node_roles = node_roles;
-  return config;
-}
-
 std::string NameOf(const Participant& participant) {
   return participant.role() + "/" + std::to_string(participant.index());
 }
@@ -43,11 +36,8 @@ std::string ListenerHost(const PortAddress& address) {
 
 }  // namespace
 
-Session::Session(Options options, bool node_roles)
-    : Participant(ConfigOf(options, node_roles)), options_(std::move(options)) {}
-
 void Session::ConnectQps(const std::vector<QpLink>& links, std::uint8_t max_rd_atomic) {
-  if (options_.rdma_cm) {
+  if (options().rdma_cm) {
     ConnectThroughRdmaCm(links, max_rd_atomic);
   } else {
     ConnectThroughRendezvous(links, max_rd_atomic);
@@ -84,8 +74,8 @@ void Session::ConnectThroughRdmaCm(const std::vector<QpLink>& links, std::uint8_
     }
   }
   // Nodes listen on a port each (several may share a host); a server on --port.
-  const int port = options_.port + (role() == "node" ? index() : 0);
-  if (port > 65535) Fail("-p/--port ", options_.port, " + node index ", index(), " exceeds 65535 (rdma_cm's port)");
+  const int port = options().port + (role() == "node" ? index() : 0);
+  if (port > 65535) Fail("-p/--port ", options().port, " + node index ", index(), " exceeds 65535 (rdma_cm's port)");
   if (!accepted_links.empty()) {
     cm_listener_ = std::make_unique<CmListener>(static_cast<std::uint16_t>(port));
     Put("rdma_cm", {{"host", ListenerHost(address())}, {"port", port}});
@@ -95,8 +85,8 @@ void Session::ConnectThroughRdmaCm(const std::vector<QpLink>& links, std::uint8_
             [](const QpLink* a, const QpLink* b) { return IndexOf(a->peer) < IndexOf(b->peer); });
   for (const QpLink* l : requested_links) {
     const json listener = Get(l->peer, "rdma_cm");
-    const std::string host = options_.server_host.empty() ? listener.at("host").get<std::string>()
-                                                          : options_.server_host;
+    const std::string host = options().server_host.empty() ? listener.at("host").get<std::string>()
+                                                          : options().server_host;
     auto& connection = cm_connections_.emplace_back(std::make_unique<CmConnection>());
     const Endpoint remote = connection->Connect(host, listener.at("port").get<std::uint16_t>(), {self, l->link},
                                                 Endpoint{l->qp->qp_num, l->link, address()}, deadline_ns());

@@ -10,7 +10,7 @@
 
 #include "benchmarks/bench/options.h"
 #include "rdma/cm_connect.h"
-#include "rdma/session.h"
+#include "rdma/program.h"
 
 namespace rdmalab::bench {
 
@@ -22,11 +22,9 @@ struct QpLink {
   ibv_qp* qp = nullptr;
 };
 
-class Session : public Participant {
+class Session : public ProgramSession<Options> {
  public:
-  // `node_roles`: the mode has only peers of one role ("node").
-  Session(Options options, bool node_roles);
-  const Options& options() const { return options_; }
+  using ProgramSession::ProgramSession;
 
   // Moves every QP of `links` to RTS, connected to its peer's QP of the same link. Every
   // participant calls it once, with its links to all its peers. The endpoints travel
@@ -40,7 +38,6 @@ class Session : public Participant {
   void ConnectThroughRendezvous(const std::vector<QpLink>& links, std::uint8_t max_rd_atomic);
   void ConnectThroughRdmaCm(const std::vector<QpLink>& links, std::uint8_t max_rd_atomic);
 
-  Options options_;
   std::unique_ptr<CmListener> cm_listener_;
   std::vector<std::unique_ptr<CmConnection>> cm_connections_;
 };

@@ -33,7 +33,7 @@ def run_once(a, system: str, store_args: list[str], pipeline: bool, fabric: str)
     env = dict(os.environ, LD_LIBRARY_PATH=a.softnic_lib, SOFTNIC_FABRIC=fabric)
     common = [a.kv, "--system", system, *store_args, "--clients", str(a.clients), "--window", str(a.window),
               "-D", str(a.seconds), "--warmup", "0.5", "--keys", str(a.keys), "--value-size", str(a.value_size),
-              "--put-fraction", str(a.put_fraction), "--server-threads", "1", "-p", str(port),
+              "--put-fraction", str(a.put_fraction), "--workers", "1", "-p", str(port),
               *(["--pipeline"] if pipeline else [])]
     with tempfile.TemporaryDirectory() as tmp:
         out = Path(tmp) / "client.json"

@@ -1,29 +1,18 @@
-// Every knob of rdmalab-kv, as one struct filled from one flag table (options.cc): perftest
-// spellings where the meaning is the same, a default, a help line, and whether both sides
-// of a run must agree on it (symmetric flags are checked when the clients join).
+// Every knob of rdmalab-kv, as one struct filled from one flag table (options.cc): the
+// participant's (rdma/flags.h ParticipantOptions) and the systems'. Perftest spellings where
+// the meaning is the same, values, unit, default, help, and whether both sides of a run must
+// agree on it (symmetric flags are checked when the clients join).
 #pragma once
-
-#include <nlohmann/json.hpp>
 
 #include <cstdint>
 #include <string>
 
-#include "rdma/session.h"
+#include "rdma/flags.h"
 
 namespace rdmalab::kv {
 
-struct Options {
-  std::string role;    // server | client (first argument, or --role under the coordinator)
+struct Options : ParticipantOptions {
   std::string system = "herd";
-  // Device and addressing.
-  std::string ib_dev;
-  int ib_port = 1;
-  int gid_index = -1;
-  std::string server_host;
-  int port = 18515;
-  std::string rendezvous;
-  int index = 0;
-  int peers = 1;
   // Workload (kv/workload).
   std::uint64_t keys = 1 << 20;
   double put_fraction = 0.05;
@@ -65,23 +54,13 @@ struct Options {
   // TCP baselines.
   std::string protocol = "text";  // memcached: text | binary
   bool pipeline = false;
-  int server_threads = 1;
   std::string server_bin;  // empty: memcached / redis-server from PATH
   std::string bind = "127.0.0.1";
   int tcp_port = 0;        // 0: a free port
-  // Run control and output.
-  double timeout_s = 60;
-  std::string cpus;
-  bool use_hugepages = false;
-  bool out_json = false;
-  std::string out_json_file;
-  std::uint64_t seed = 1;
 };
 
-Options ParseOptions(int argc, char** argv);
-nlohmann::json ConfigJson(const Options& options);
-nlohmann::json SymmetricConfigJson(const Options& options);
-ParticipantConfig ParticipantConfigOf(const Options& options);
-std::string HelpText();
+// The command line: `rdmalab-kv server|client --system NAME [flags] [SERVER_HOST]`; parsing,
+// --help, the document's config and --describe come from it (rdma/flags.h).
+const CommandLine<Options>& KvCommandLine();
 
 }  // namespace rdmalab::kv

@@ -2,17 +2,10 @@
 #pragma once
 
 #include "kv/core/options.h"
-#include "rdma/session.h"
+#include "rdma/program.h"
 
 namespace rdmalab::kv {
 
-class Session : public Participant {
- public:
-  explicit Session(Options options) : Participant(ParticipantConfigOf(options)), options_(std::move(options)) {}
-  const Options& options() const { return options_; }
-
- private:
-  Options options_;
-};
+using Session = ProgramSession<Options>;
 
 }  // namespace rdmalab::kv

@@ -1,7 +1,5 @@
 #include "kv/core/systems.h"
 
-#include <algorithm>
-
 #include "rdma/error.h"
 
 namespace rdmalab::kv {
@@ -9,41 +7,73 @@ namespace rdmalab::kv {
 const std::vector<System>& Systems() {
   static const std::vector<System> systems = {
       {"herd", "HERD: UC WRITE requests polled by their last byte, UD SEND responses, MICA cache, 2-stage pipeline",
+       {"workers", "core", "cq_mod", "inline_size", "batching", "queues", "log_mb", "index_log2", "preload"},
        CheckHerd, RunHerdServer, RunHerdClient},
       {"pilaf", "Pilaf-em-OPT: GET = 1.6 bucket READs one after the other, then the value READ (RC); PUT = UC "
                 "SEND, answered by a UC SEND",
-       CheckRemoteSystem, RunRemoteServer, RunPilafClient},
+       {"workers", "cq_mod", "store", "corrupt"},
+       CheckRemoteSystem, RunRemoteServer, RunPilafClient, RemoteDesign::kPilaf},
       {"farm", "FaRM-em: GET = one READ of the 6-entry neighbourhood of keys and values; PUT = UC WRITE into the "
                "client's circular buffer, answered by a UC WRITE",
-       CheckRemoteSystem, RunRemoteServer, RunFarmClient},
+       {"workers", "cq_mod", "preload", "store", "corrupt", "farm_load_factor", "farm_buffer_slots"},
+       CheckRemoteSystem, RunRemoteServer, RunFarmClient, RemoteDesign::kFarm},
       {"farm-var", "FaRM-em-VAR: GET = READ of the 6 keys and pointers, then READ of the value; PUT as FaRM-em",
-       CheckRemoteSystem, RunRemoteServer, RunFarmClient},
-      {"drtm", "DrTM-KV-em: GET = one READ; PUT = lock CAS and unlock CAS (guide16's emulation)", CheckRemoteSystem,
-       RunRemoteServer, RunDrtmClient},
-      {"drtm-write", "DrTM-KV-em, labelled variant: PUT = lock CAS, value WRITE, unlock CAS", CheckRemoteSystem,
-       RunRemoteServer, RunDrtmClient},
+       {"workers", "cq_mod", "preload", "store", "corrupt", "farm_load_factor", "farm_buffer_slots"},
+       CheckRemoteSystem, RunRemoteServer, RunFarmClient, RemoteDesign::kFarmVar},
+      {"drtm", "DrTM-KV-em: GET = one READ; PUT = lock CAS and unlock CAS (guide16's emulation)",
+       {"workers", "cq_mod", "lock_placement", "lock_retries"},
+       CheckRemoteSystem, RunRemoteServer, RunDrtmClient, RemoteDesign::kDrtm},
+      {"drtm-write", "DrTM-KV-em, labelled variant: PUT = lock CAS, value WRITE, unlock CAS",
+       {"workers", "cq_mod", "lock_placement", "lock_retries"},
+       CheckRemoteSystem, RunRemoteServer, RunDrtmClient, RemoteDesign::kDrtmWrite},
       {"hydradb", "HydraDB-em: GET = READ of value and lease (RC); PUT = RC WRITE request, RC WRITE answer, inline",
-       CheckRemoteSystem, RunRemoteServer, RunHydraDbClient},
+       {"workers", "cq_mod", "hydradb_miss_path"},
+       CheckRemoteSystem, RunRemoteServer, RunHydraDbClient, RemoteDesign::kHydraDb},
       {"memcached", "memcached from the distribution over TCP, text or binary protocol (--protocol), one "
                     "connection per window slot or --pipeline",
+       {"preload", "protocol", "pipeline", "workers", "server_bin", "bind", "tcp_port"},
        CheckTcpStore, RunTcpServer, RunTcpClient},
       {"redis", "redis-server from the distribution over TCP (RESP), no persistence, one connection per window "
                 "slot or --pipeline",
+       {"preload", "pipeline", "workers", "server_bin", "bind", "tcp_port"},
        CheckTcpStore, RunTcpServer, RunTcpClient},
   };
   return systems;
 }
 
+const std::vector<std::string>& EverySystemParams() {
+  static const std::vector<std::string> params = {
+      "system",     "keys",   "put_fraction", "get_fraction", "distribution", "zipf_theta", "key_size", "value_size",
+      "window",     "clients", "threads",     "iters",        "duration",     "warmup",     "validate", "retry_ms"};
+  return params;
+}
+
 const System& FindSystem(const std::string& name) {
-  // Experiment files name systems as the model does (farm_var, drtm_write).
-  std::string spelled = name;
-  std::replace(spelled.begin(), spelled.end(), '_', '-');
-  std::string valid;
   for (const auto& system : Systems()) {
-    if (spelled == system.name) return system;
-    valid += (valid.empty() ? "" : ", ") + std::string(system.name);
+    if (name == system.name) return system;
   }
+  std::string valid;
+  for (const auto& system : SystemNames()) valid += (valid.empty() ? "" : ", ") + system;
   Fail("unknown --system '", name, "': valid systems are ", valid);
+}
+
+std::vector<std::string> SystemNames() {
+  std::vector<std::string> names;
+  for (const auto& system : Systems()) names.push_back(system.name);
+  return names;
+}
+
+std::string SystemList() {
+  std::string list;
+  for (const auto& system : Systems()) list += std::string("  ") + system.name + ": " + system.summary + "\n";
+  return list;
+}
+
+std::vector<Described> DescribedSystems() {
+  std::vector<Described> described = DescribedList(Systems());
+  for (auto& system : described) system.params.insert(system.params.begin(), EverySystemParams().begin(),
+                                                      EverySystemParams().end());
+  return described;
 }
 
 }  // namespace rdmalab::kv

@@ -12,13 +12,12 @@
 namespace rdmalab::kv::remote {
 
 Design DesignOf(const std::string& system) {
-  if (system == "pilaf") return Design::kPilaf;
-  if (system == "farm") return Design::kFarm;
-  if (system == "farm-var") return Design::kFarmVar;
-  if (system == "drtm") return Design::kDrtm;
-  if (system == "drtm-write") return Design::kDrtmWrite;
-  if (system == "hydradb") return Design::kHydraDb;
-  Fail("system '", system, "' is not a READ-based system (pilaf, farm, farm-var, drtm, drtm-write, hydradb)");
+  if (const auto& design = FindSystem(system).remote) return *design;
+  std::string valid;
+  for (const auto& read_based : Systems()) {
+    if (read_based.remote) valid += (valid.empty() ? "" : ", ") + std::string(read_based.name);
+  }
+  Fail("system '", system, "' is not a READ-based system (", valid, ")");
 }
 
 Layout LayoutOf(const Options& o, std::uint32_t clients) {

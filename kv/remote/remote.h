@@ -1,4 +1,4 @@
-// The READ-based systems of spec/systems.md (Pilaf-em-OPT, FaRM-em, FaRM-em-VAR, DrTM-KV-em,
+// The READ-based systems of kv/README.md (Pilaf-em-OPT, FaRM-em, FaRM-em-VAR, DrTM-KV-em,
 // HydraDB-em): what their server's store region holds and where, the PUT messages and their
 // answers, and the constants the designs fix. Server (server.cc) and clients (kv/pilaf,
 // kv/farm, kv/drtm, kv/hydradb) share this layout; nothing here posts a verb.
@@ -17,14 +17,15 @@
 #include <vector>
 
 #include "kv/core/options.h"
+#include "kv/core/systems.h"
 #include "kv/remote/hopscotch.h"
 #include "kv/remote/verb_tally.h"
 #include "kv/workload/keyhash.h"
 
 namespace rdmalab::kv::remote {
 
-enum class Design : std::uint8_t { kPilaf, kFarm, kFarmVar, kDrtm, kDrtmWrite, kHydraDb };
-Design DesignOf(const std::string& system);
+using Design = RemoteDesign;
+Design DesignOf(const std::string& system);  // from the system table (kv/core/systems.cc)
 
 constexpr std::uint32_t kKeyBytes = sizeof(KeyHash);  // SK: the 16-byte keyhash
 constexpr std::uint32_t kPointerBytes = 8;            // SP

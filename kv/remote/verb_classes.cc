@@ -1,4 +1,4 @@
-// The verbs each design issues (spec/systems.md), with their sizes as this build sends them:
+// The verbs each design issues (kv/README.md, "The READ-based systems"), with their sizes as this build sends them:
 // a PUT message is the 32-byte MessageHeader (id, key index, kind, length, keyhash: SK plus
 // 16 bytes) and the value; an answer is 24 bytes; FaRM and HydraDB WRITE a whole ring slot;
 // the full stores' READs carry their seals (Pilaf's extent and FaRM-VAR's: a CRC64; FaRM's

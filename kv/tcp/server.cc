@@ -63,13 +63,13 @@ int Connections(const Session& session) {
 
 std::vector<std::string> Arguments(const Session& session, int port) {
   const Options& o = session.options();
-  const std::string threads = std::to_string(o.server_threads);
+  const std::string threads = std::to_string(o.workers);
   if (o.system == "redis") {
     std::vector<std::string> args = {"--bind", o.bind, "--port", std::to_string(port), "--save", "", "--appendonly",
                                      "no", "--daemonize", "no", "--loglevel", "warning", "--maxclients",
                                      std::to_string(Connections(session))};
     // Reads too, not only replies, so that N threads share the socket work of N clients.
-    if (o.server_threads > 1) args.insert(args.end(), {"--io-threads", threads, "--io-threads-do-reads", "yes"});
+    if (o.workers > 1) args.insert(args.end(), {"--io-threads", threads, "--io-threads-do-reads", "yes"});
     return args;
   }
   const std::uint64_t item_bytes = std::uint64_t(o.key_size) + o.value_size + kMemcachedItemOverheadBytes;
@@ -83,7 +83,7 @@ std::vector<std::string> Arguments(const Session& session, int port) {
 // The CPUs of the server's threads (--cpus), for the whole child.
 std::vector<int> ChildCpus(const Session& session) {
   std::set<int> cpus;
-  for (int t = 0; t < session.options().server_threads; ++t) {
+  for (int t = 0; t < session.options().workers; ++t) {
     for (int cpu : session.CpusForThread(t)) cpus.insert(cpu);
   }
   return {cpus.begin(), cpus.end()};
@@ -144,7 +144,7 @@ json ServerJson(const Options& o, const ChildServer& child, const Endpoint& endp
   return {{"store", o.system},
           {"command", child.CommandLine()},
           {"address", endpoint.host + ":" + std::to_string(endpoint.port)},
-          {"threads", o.server_threads},
+          {"threads", o.workers},
           {"preloaded_keys", o.preload ? o.keys : 0},
           {"counters_during_run", during},
           {"at_end", at_end}};

@@ -1,4 +1,4 @@
-// Client workloads (spec/systems.md "Workloads"): which key each operation touches, GET or
+// Client workloads (kv/README.md): which key each operation touches, GET or
 // PUT, and the value a PUT writes, self-describing so that a client can check every GET.
 #pragma once
 

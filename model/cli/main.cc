@@ -1,4 +1,5 @@
 // rdmalab-model: predict | sweep | explain | simulate | calibrate | profiles (see model/README.md).
+#include <algorithm>
 #include <cstdio>
 #include <iostream>
 #include <iterator>
@@ -11,6 +12,7 @@
 #include "model/calibrate.h"
 #include "model/experiments.h"
 #include "model/point.h"
+#include "model/params.h"
 #include "model/profile.h"
 #include "model/report.h"
 #include "model/sim.h"
@@ -21,34 +23,36 @@ using nlohmann::json;
 namespace {
 
 constexpr const char* kUsage = R"(usage: rdmalab-model COMMAND [flags]
+       rdmalab-model --describe      modes, systems and parameters as JSON (rdmalab-describe/1)
 
 commands:
   predict    predict one point: throughput, latency, bottleneck, per-resource utilization
                predict --json < point.json          contract 3: point on stdin, JSON document on stdout
-               predict --profile P --mode M [--PARAM=VALUE ...] [--json] [--simulate]
+               predict --profile P --mode M [--roles ROLE=N,...] [--PARAM=VALUE ...] [--json] [--simulate]
                predict --experiment ID [--profile P] [--json]
-                 ID: herd14-fig9-kv, herd14-fig10-valuesize, guide16-table3,
-                     guide16-fig9-herd-batching, guide16-fig10-drtm
   sweep      predict over values of one parameter: --sweep NAME=V1,V2,... plus predict's flags
   explain    per-operation PCIe/wire/NIC/CPU breakdown and the resource that limits the rate
-  simulate   discrete-event simulation of a point (latency percentiles, cache effects);
-               --sim_ops N (default 1000000), --tx_depth W, --clients C, --qp Q
+  simulate   discrete-event simulation of a point (latency percentiles, cache effects)
   calibrate  fit the profiles' `fit` fields to calibration.yaml and print predicted vs published
                [--calibration FILE] [--tolerance 0.10] [--json]
   profiles   list profiles; `profiles NAME` prints every field with its value and source
 
-common flags: --profile NAME|FILE.yaml (default cib), --profile_dir DIR, --mode lat|tput|echo|atomics|
-  sgbatch|sequencer|kv|pcie (default tput), and the benchmark's parameters: --verb, --connection, --size,
-  --direction, --post_list, --cq_mod, --qp, --threads, --tx_depth, --clients, --inline_size, --sge,
-  --header_only, --inline_recv, --counters, --link, --request, --response, --optimizations, --design,
-  --system, --put_fraction, --value_size, --key_size, --window, --batching, --queues, --accesses, --prefetch,
-  --distribution uniform|zipf, --zipf_theta, --keys, --core (kv: one worker's share),
-  --window_bound=false (ignore Little's law: assume enough clients);
-  pcie mode (guide16's formula tables): --formula transfer|wqe_header|wqe_batch, --method dma|mmio|doorbell,
-  --wqe_type rc_uc|ud|recv, --wqes N, --wqe_size D.
-  Points asking for --stack udp|tcp, --system redis|memcached, --placement unclustered, --numa far,
-  --page_offset, --buffers > 1 are answered "not modeled: <reason>" (JSON: "not_modeled", no results rows)
+common flags: --profile NAME|FILE.yaml (default cib), --profile_dir DIR, --mode MODE (default tput),
+  --roles ROLE=N[,ROLE=N] (process counts: client, node, server), and the point's parameters,
+  each taken by the modes named after it (an unknown one, or one the mode does not take, is an
+  error; effect none: accepted, changes no prediction; not_modeled: some values answer
+  "not modeled: <reason>"):
 )";
+
+std::string Usage() {
+  std::string modes, systems;
+  for (const auto& m : rm::Modes()) modes += "  " + std::string(m.name) + ": " + m.summary + "\n";
+  for (const auto& s : rm::Systems()) systems += "  " + std::string(s.name) + ": " + s.summary + "\n";
+  std::string experiments;
+  for (const auto& e : rm::ExperimentIds()) experiments += (experiments.empty() ? "" : ", ") + e;
+  return kUsage + rm::ParamsHelp() + "modes:\n" + modes + "systems (kv):\n" + systems +
+         "built-in experiment tables (--experiment): " + experiments + "\n";
+}
 
 struct Args {
   std::string command;
@@ -58,9 +62,15 @@ struct Args {
 };
 
 const std::vector<std::string> kCliFlags = {"json", "profile", "profile_dir", "mode", "experiment", "calibration",
-                                            "tolerance", "simulate", "sweep", "help"};
-const std::vector<std::string> kBoolFlags = {"json", "simulate", "help", "header_only", "inline_recv", "batching",
-                                             "multi_queue", "prefetch", "sim_exponential", "window_bound"};
+                                            "tolerance", "simulate", "sweep", "help", "describe", "roles"};
+const std::vector<std::string> kCliBoolFlags = {"json", "simulate", "help", "describe"};
+
+// A flag given without a value: the CLI's switches and the table's boolean parameters.
+bool IsSwitch(const std::string& name) {
+  if (std::find(kCliBoolFlags.begin(), kCliBoolFlags.end(), name) != kCliBoolFlags.end()) return true;
+  const rm::ParamDef* def = rm::FindParam(name);
+  return def && def->type == rm::ParamType::kBoolean;
+}
 
 json ParamValue(const std::string& v) {
   if (v == "true" || v == "false") return v == "true";
@@ -74,9 +84,9 @@ json ParamValue(const std::string& v) {
 
 Args Parse(int argc, char** argv) {
   Args a;
-  if (argc < 2) throw rm::ModelError(std::string("missing command\n") + kUsage);
+  if (argc < 2) throw rm::ModelError("missing command\n" + Usage());
   a.command = argv[1];
-  for (int i = 2; i < argc; ++i) {
+  for (int i = a.command.rfind("--", 0) == 0 ? 1 : 2; i < argc; ++i) {
     std::string s = argv[i];
     if (s.rfind("--", 0) != 0) {
       a.positional.push_back(s);
@@ -90,7 +100,7 @@ Args Parse(int argc, char** argv) {
       value = name.substr(eq + 1);
       name = name.substr(0, eq);
     } else {
-      for (const auto& b : kBoolFlags) is_bool |= name == b;
+      is_bool = IsSwitch(name);
       if (is_bool) value = "true";
       else if (i + 1 < argc) value = argv[++i];
       else throw rm::ModelError("flag --" + name + " needs a value");
@@ -108,9 +118,24 @@ std::string Flag(const Args& a, const std::string& k, const std::string& def) {
 
 std::string ProfileDir(const Args& a) { return Flag(a, "profile_dir", rm::DefaultProfileDir()); }
 
+// --roles client=8,server=1 -> {"client": 8, "server": 1}
+json Roles(const Args& a) {
+  json roles = json::object();
+  std::stringstream ss(Flag(a, "roles", ""));
+  for (std::string item; std::getline(ss, item, ',');) {
+    size_t eq = item.find('=');
+    json count = eq == std::string::npos ? json(nullptr) : ParamValue(item.substr(eq + 1));
+    if (eq == std::string::npos || !count.is_number_integer())
+      throw rm::ModelError("--roles " + Flag(a, "roles", "") + ": '" + item +
+                           "' is not ROLE=N (valid roles: client, node, server)");
+    roles[item.substr(0, eq)] = count;
+  }
+  return roles;
+}
+
 json PointDoc(const Args& a) {
   return {{"experiment", Flag(a, "experiment", "")}, {"profile", Flag(a, "profile", "cib")},
-          {"mode", Flag(a, "mode", "tput")}, {"params", a.params}};
+          {"mode", Flag(a, "mode", "tput")}, {"roles", Roles(a)}, {"params", a.params}};
 }
 
 std::string SimText(const rm::SimResult& r) {
@@ -140,8 +165,8 @@ void AddSim(json& row, const rm::SimResult& r) {
 }
 
 // One point -> document (contract 3). Simulation replaces rate/latency when params.simulate.
-json Document(const json& point_doc, const std::string& dir, bool strict) {
-  rm::Point pt = rm::PointFromJson(point_doc, strict);
+json Document(const json& point_doc, const std::string& dir) {
+  rm::Point pt = rm::PointFromJson(point_doc);
   if (!point_doc.contains("profile") || !point_doc["profile"].is_string())
     throw rm::ModelError("point field 'profile' is missing (valid: " + [&] {
       std::string s;
@@ -188,16 +213,16 @@ int Predict(const Args& a, bool explain) {
     } catch (const json::parse_error& e) {
       throw rm::ModelError(std::string("stdin is not a JSON point: ") + e.what());
     }
-    std::cout << Document(point, dir, false).dump(2) << "\n";
+    std::cout << Document(point, dir).dump(2) << "\n";
     return 0;
   }
   json point = PointDoc(a);
   if (a.flags.count("simulate")) point["params"]["simulate"] = true;
   if (as_json) {
-    std::cout << Document(point, dir, true).dump(2) << "\n";
+    std::cout << Document(point, dir).dump(2) << "\n";
     return 0;
   }
-  rm::Point pt = rm::PointFromJson(point, true);
+  rm::Point pt = rm::PointFromJson(point);
   rm::Profile prof = rm::LoadProfile(point["profile"], dir);
   if (pt.mode == "pcie") {
     std::cout << rm::FormatFormula(pt, prof, rm::EvaluateFormula(pt, prof));
@@ -231,7 +256,7 @@ int Sweep(const Args& a) {
   for (const auto& v : values) {
     json p = point;
     p["params"][name] = ParamValue(v);
-    pts.push_back(rm::PointFromJson(p, true));
+    pts.push_back(rm::PointFromJson(p));
     preds.push_back(rm::Predict(pts.back(), prof));
   }
   if (a.flags.count("json")) {
@@ -269,7 +294,7 @@ int Calibrate(const Args& a) {
 int Simulate(const Args& a) {
   json point = PointDoc(a);
   point["params"]["simulate"] = true;
-  rm::Point pt = rm::PointFromJson(point, true);
+  rm::Point pt = rm::PointFromJson(point);
   rm::Profile prof = rm::LoadProfile(point["profile"], ProfileDir(a));
   rm::Prediction p = rm::Predict(pt, prof);
   rm::SimConfig c = rm::SimConfigFor(pt, prof, p);
@@ -307,7 +332,13 @@ int main(int argc, char** argv) {
   try {
     Args a = Parse(argc, argv);
     if (a.command == "-h" || a.command == "--help" || a.command == "help" || a.flags.count("help")) {
-      std::cout << kUsage;
+      std::cout << Usage();
+      return 0;
+    }
+    if (a.command == "--describe") {
+      if (!a.params.empty() || a.flags.size() > 1 || !a.positional.empty())
+        throw rm::ModelError("--describe takes no other flags or arguments");
+      std::cout << rm::DescribeJson().dump(2) << "\n";
       return 0;
     }
     if (a.command == "predict") return Predict(a, false);
@@ -317,7 +348,7 @@ int main(int argc, char** argv) {
     if (a.command == "simulate") return Simulate(a);
     if (a.command == "profiles") return Profiles(a);
     throw rm::ModelError("unknown command '" + a.command +
-                         "' (valid: predict, sweep, explain, simulate, calibrate, profiles)");
+                         "' (valid: predict, sweep, explain, simulate, calibrate, profiles, --describe)");
   } catch (const std::exception& e) {
     std::string msg = e.what();
     std::replace(msg.begin(), msg.end(), '\n', ' ');

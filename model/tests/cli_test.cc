@@ -72,7 +72,7 @@ TEST(Cli, PredictJsonCoversEveryVerbModeAndTheKvSystems) {
       {"echo", {{"request", "write"}, {"response", "send"}, {"size", 32}, {"optimizations", json::array({"inline", "unsignaled", "uc"})}}, {{"server", 1}, {"client", 16}}},
       {"atomics", {{"verb", "faa"}, {"counters", 4096}}, {{"server", 1}, {"client", 8}}},
       {"sgbatch", {{"verb", "send"}, {"connection", "UC"}, {"size", 64}, {"sge", 8}}, {{"server", 1}, {"client", 1}}},
-      {"sequencer", {{"design", "spec_s0"}}, {{"server", 1}, {"client", 8}}},
+      {"sequencer", {{"design", "spec-s0"}}, {{"server", 1}, {"client", 8}}},
       {"kv", {{"system", "herd"}, {"put_fraction", 0.05}, {"value_size", 32}}, {{"server", 1}, {"client", 51}}},
       {"kv", {{"system", "drtm"}, {"put_fraction", 0.5}}, {{"server", 1}, {"client", 8}}},
   };
@@ -84,9 +84,37 @@ TEST(Cli, PredictJsonCoversEveryVerbModeAndTheKvSystems) {
   }
 }
 
-TEST(Cli, PredictJsonRecordsParamsTheModelIgnores) {
-  json doc = Predict({{"profile", "cib"}, {"mode", "tput"}, {"params", {{"verb", "read"}, {"iters", 1000}, {"validate", true}}}});
-  EXPECT_EQ(doc["model"]["ignored_params"].size(), 2u);
+// Run control changes no prediction: a point with it predicts what the point without it does.
+TEST(Cli, PredictJsonAcceptsRunControlAndPredictsTheSame) {
+  json plain = Predict({{"profile", "cib"}, {"mode", "tput"}, {"params", {{"verb", "read"}}}});
+  json run = Predict({{"profile", "cib"}, {"mode", "tput"}, {"params", {{"verb", "read"}, {"iters", 1000}, {"validate", true}}}});
+  EXPECT_EQ(run["results"], plain["results"]);
+  EXPECT_FALSE(run.contains("model"));  // nothing is set aside as ignored
+}
+
+// The harness's misspelled key (issue 28): an error naming the key, the nearest valid name
+// and the mode, on the contract-3 path as on the command line.
+TEST(Cli, PredictJsonIsStrict) {
+  CliRun r = Cli("predict --json", json({{"profile", "cx3-pcie2"}, {"mode", "kv"},
+                                         {"params", {{"system", "herd"}, {"windw", 4}}}}).dump());
+  EXPECT_EQ(r.status, 2 << 8) << r.err;
+  EXPECT_NE(r.err.find("unknown parameter 'windw' for mode kv (nearest: window;"), std::string::npos) << r.err;
+  r = Cli("predict --json", json({{"profile", "cib"}, {"mode", "lat"}, {"params", {{"window", 4}}}}).dump());
+  EXPECT_NE(r.err.find("parameter 'window' is not taken by mode lat (modes that take it: kv;"), std::string::npos)
+      << r.err;
+}
+
+TEST(Cli, DescribeIsTheTablesAsJson) {
+  CliRun r = Cli("--describe");
+  ASSERT_EQ(r.status, 0) << r.err;
+  json d = json::parse(r.out);
+  EXPECT_EQ(d["schema_version"], "rdmalab-describe/1");
+  EXPECT_EQ(d["program"], "rdmalab-model");
+  EXPECT_EQ(d["backends"], json::array({"model"}));
+  EXPECT_GT(d["params"].size(), 50u);
+  EXPECT_EQ(d["modes"].size(), 8u);
+  EXPECT_EQ(d["systems"].size(), 10u);
+  EXPECT_NE(Cli("--describe --json").status, 0);
 }
 
 TEST(Cli, PredictJsonCanSimulate) {
@@ -129,7 +157,7 @@ TEST(Cli, HumanPredictSweepExplainAndExperiments) {
   EXPECT_NE(e.out.find("* "), std::string::npos) << e.out;
   CliRun x = Cli("predict --experiment guide16-table3");
   EXPECT_EQ(x.status, 0) << x.err;
-  EXPECT_NE(x.out.find("spec_s0"), std::string::npos);
+  EXPECT_NE(x.out.find("spec-s0"), std::string::npos);
   CliRun bad = Cli("predict --profile cib --szie 3");
   EXPECT_NE(bad.status, 0);
   EXPECT_NE(bad.err.find("unknown parameter 'szie'"), std::string::npos) << bad.err;

@@ -1,4 +1,4 @@
-// One test per accounting rule of model.md "Per-operation cost" (acceptance 1).
+// One test per accounting rule of the README's "Accounting rules" (acceptance 1).
 #include <gtest/gtest.h>
 
 #include "model/cost.h"

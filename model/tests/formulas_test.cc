@@ -8,7 +8,7 @@ namespace {
 
 FormulaValue Formula(const nlohmann::json& params, const std::string& profile = "cib") {
   Profile prof = LoadProfile(profile, DefaultProfileDir());
-  return EvaluateFormula(PointFromJson({{"mode", "pcie"}, {"params", params}}, true), prof);
+  return EvaluateFormula(PointFromJson({{"mode", "pcie"}, {"params", params}}), prof);
 }
 
 TEST(Formulas, AppendixATenWqesOf65BytesOnPcie3) {

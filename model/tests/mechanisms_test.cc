@@ -8,8 +8,9 @@
 namespace rdmalab::model {
 namespace {
 
-Prediction At(const std::string& mode, const nlohmann::json& params, const Profile& prof) {
-  return Predict(PointFromJson({{"mode", mode}, {"params", params}}, true), prof);
+Prediction At(const std::string& mode, const nlohmann::json& params, const Profile& prof,
+              const nlohmann::json& roles = nlohmann::json::object()) {
+  return Predict(PointFromJson({{"mode", mode}, {"roles", roles}, {"params", params}}), prof);
 }
 
 Profile Load(const std::string& name) { return LoadProfile(name, DefaultProfileDir()); }
@@ -21,7 +22,7 @@ TEST(Mechanisms, AllToAllWritesFallBeyondTheQpCache) {
   Profile p = Load("cx3-pcie2");
   auto rate = [&](const std::string& verb, const std::string& conn, int nodes) {
     return At("tput", {{"verb", verb}, {"connection", conn}, {"size", 32}, {"direction", "alltoall"},
-                       {"clients", nodes}, {"tx_depth", 16}, {"cq_mod", 64}}, p).mops;
+                       {"tx_depth", 16}, {"cq_mod", 64}}, p, {{"node", nodes}}).mops;
   };
   ASSERT_LE(8u * 8u, p.nic.qp_cache_entries);
   ASSERT_GT(16u * 16u, p.nic.qp_cache_entries);
@@ -36,7 +37,7 @@ TEST(Mechanisms, AllToAllWritesFallBeyondTheQpCache) {
 TEST(Mechanisms, HerdDeclinesWithHundredsOfClientQps) {
   Profile p = Load("cx3");
   auto herd = [&](int clients, int window, const Profile& prof) {
-    return At("kv", {{"system", "herd"}, {"threads", 6}, {"clients", clients}, {"window", window},
+    return At("kv", {{"system", "herd"}, {"workers", 6}, {"clients", clients}, {"window", window},
                      {"window_bound", false}}, prof);
   };
   EXPECT_NEAR(herd(128, 4, p).mops, herd(64, 4, p).mops, 1e-9);
@@ -75,9 +76,9 @@ TEST(Mechanisms, MultiQueueLiftsASingleCoresUdSends) {
 TEST(Mechanisms, MultiQueueLiftsASingleCoresSequencer) {
   Profile cib = Load("cib");
   auto seq = [&](const std::string& design) {
-    return At("sequencer", {{"design", design}, {"threads", 1}, {"clients", 70}}, cib);
+    return At("sequencer", {{"design", design}, {"threads", 1}}, cib, {{"client", 70}});
   };
-  Prediction one = seq("herd_rpc_batch"), mq = seq("herd_rpc_batch_mq");
+  Prediction one = seq("herd-rpc-batch"), mq = seq("herd-rpc-mq");
   EXPECT_EQ(one.bottleneck, "nic_tx");
   EXPECT_GT(mq.mops, 1.05 * one.mops);
   EXPECT_EQ(mq.bottleneck, "cpu");
@@ -88,7 +89,7 @@ TEST(Mechanisms, MultiQueueLiftsASingleCoresSequencer) {
 TEST(Mechanisms, ResponsesPerDoorbellFallAsCoresGrowWithFixedClients) {
   Profile cib = Load("cib");
   auto seq = [&](int cores) {
-    return At("sequencer", {{"design", "herd_rpc_batch_mq"}, {"threads", cores}, {"clients", 70}}, cib);
+    return At("sequencer", {{"design", "herd-rpc-mq"}, {"threads", cores}}, cib, {{"client", 70}});
   };
   double last = 1e9;
   for (int cores : {2, 6, 8, 10, 14}) {
@@ -101,7 +102,7 @@ TEST(Mechanisms, ResponsesPerDoorbellFallAsCoresGrowWithFixedClients) {
   EXPECT_LT(seq(14).mops, seq(8).mops);
   // HERD's GET responses the same way
   auto herd = [&](int cores) {
-    return At("kv", {{"system", "herd"}, {"threads", cores}, {"clients", 70}, {"batching", true}, {"queues", 3},
+    return At("kv", {{"system", "herd"}, {"workers", cores}, {"clients", 70}, {"batching", true}, {"queues", 3},
                      {"window_bound", false}}, cib).requests_per_sweep;
   };
   EXPECT_GT(herd(2), herd(12));
@@ -112,9 +113,9 @@ TEST(Mechanisms, ResponsesPerDoorbellFallAsCoresGrowWithFixedClients) {
 TEST(Mechanisms, BatchingAddsLatencyAtLowLoad) {
   Profile cib = Load("cib");
   auto lat = [&](const nlohmann::json& extra) {
-    nlohmann::json params = {{"design", "spec_s0"}, {"threads", 10}, {"clients", 2}, {"window", 1}};
+    nlohmann::json params = {{"design", "spec-s0"}, {"threads", 10}, {"tx_depth", 1}};
     for (const auto& [k, v] : extra.items()) params[k] = v;
-    Prediction p = At("sequencer", params, cib);
+    Prediction p = At("sequencer", params, cib, {{"client", 2}});
     EXPECT_EQ(p.bottleneck, "window");  // light load: the clients' window limits
     return p.lat_us;
   };
@@ -127,9 +128,9 @@ TEST(Mechanisms, BatchingAddsLatencyAtLowLoad) {
 TEST(Mechanisms, SpecS0BatchesTheCounterWithAndWithoutResponseBatching) {
   Profile cib = Load("cib");
   auto seq = [&](const std::string& design, int batch) {
-    return At("sequencer", {{"design", design}, {"clients", 70}, {"batch", batch}, {"window_bound", false}}, cib);
+    return At("sequencer", {{"design", design}, {"batch", batch}, {"window_bound", false}}, cib, {{"client", 70}});
   };
-  Prediction spec_one = seq("spec_s0", 1), spec = seq("spec_s0", 16), rpc = seq("herd_rpc", 1);
+  Prediction spec_one = seq("spec-s0", 1), spec = seq("spec-s0", 16), rpc = seq("herd-rpc", 1);
   EXPECT_LT(spec_one.per_op.serial_cpu_ns, 0.5 * cib.cpu.shared_atomic_ns);
   EXPECT_LT(spec.per_op.serial_cpu_ns, 0.5 * cib.cpu.shared_atomic_ns);
   EXPECT_NEAR(rpc.per_op.serial_cpu_ns, cib.cpu.shared_atomic_ns, 1e-9);
@@ -161,9 +162,9 @@ TEST(Mechanisms, SmallInlineWritesBeatNonInline) {
 TEST(Mechanisms, ZipfBeatsUniformAndClusteredBeatsScatteredForLargeReads) {
   Profile p = Load("cx-nosql");
   auto read = [&](int size, const std::string& distribution, const std::string& placement, const Profile& prof) {
-    return At("tput", {{"verb", "read"}, {"connection", "RC"}, {"direction", "inbound"}, {"clients", 8},
-                       {"tx_depth", 16}, {"keys", 4 << 20}, {"size", size}, {"distribution", distribution},
-                       {"placement", placement}}, prof).mops;
+    return At("tput", {{"verb", "read"}, {"connection", "RC"}, {"direction", "inbound"}, {"tx_depth", 16},
+                       {"keys", 4 << 20}, {"size", size}, {"distribution", distribution}, {"placement", placement}},
+              prof, {{"client", 8}}).mops;
   };
   EXPECT_NEAR(read(4, "zipf", "clustered", p), read(4, "uniform", "unclustered", p), 1e-9);
   for (int size : {32, 64}) {
@@ -180,13 +181,13 @@ TEST(Mechanisms, ZipfBeatsUniformAndClusteredBeatsScatteredForLargeReads) {
 // `explain` names each mechanism's share and the one that sets the rate.
 TEST(Mechanisms, ExplainNamesTheMechanismThatSetsTheRate) {
   Profile cx3 = Load("cx3");
-  Point herd = PointFromJson({{"mode", "kv"}, {"params", {{"system", "herd"}, {"threads", 6}, {"clients", 1024},
-                                                          {"window_bound", false}}}}, true);
+  Point herd = PointFromJson({{"mode", "kv"}, {"params", {{"system", "herd"}, {"workers", 6}, {"clients", 1024},
+                                                          {"window_bound", false}}}});
   std::string text = MechanismShares(herd, cx3, Predict(herd, cx3));
   for (const auto& m : kMechanisms) EXPECT_NE(text.find(m.name), std::string::npos) << m.name;
   EXPECT_NE(text.find("sets the rate: qp_cache"), std::string::npos) << text;
   Profile cib = Load("cib");
-  Point read = PointFromJson({{"mode", "tput"}, {"params", {{"verb", "read"}, {"size", 32}}}}, true);
+  Point read = PointFromJson({{"mode", "tput"}, {"params", {{"verb", "read"}, {"size", 32}}}});
   EXPECT_NE(MechanismShares(read, cib, Predict(read, cib)).find("sets the rate: none of these"), std::string::npos);
 }
 

@@ -34,8 +34,10 @@ const Profile& Cib() {
   return p;
 }
 
-SimConfig ConfigFor(const nlohmann::json& params, const std::string& mode, Prediction* analytic = nullptr) {
-  Point pt = PointFromJson({{"mode", mode}, {"params", params}}, true);
+// `clients`: the client processes (roles.client) driving the measured server.
+SimConfig ConfigFor(const nlohmann::json& params, const std::string& mode, int clients,
+                    Prediction* analytic = nullptr) {
+  Point pt = PointFromJson({{"mode", mode}, {"roles", {{"client", clients}}}, {"params", params}});
   Prediction p = Predict(pt, Cib());
   if (analytic) *analytic = p;
   return SimConfigFor(pt, Cib(), p);
@@ -43,15 +45,15 @@ SimConfig ConfigFor(const nlohmann::json& params, const std::string& mode, Predi
 
 TEST(Sim, SaturatedThroughputMatchesTheAnalyticBound) {
   Prediction a;
-  SimConfig c = ConfigFor({{"verb", "read"}, {"size", 32}, {"clients", 64}, {"tx_depth", 32}, {"sim_ops", 200000}},
-                          "tput", &a);
+  SimConfig c = ConfigFor({{"verb", "read"}, {"size", 32}, {"tx_depth", 32}, {"sim_ops", 200000}},
+                          "tput", 64, &a);
   c.base_latency_ns = 1000;  // enough outstanding ops to saturate the NIC
   SimResult r = Simulate(c);
   EXPECT_NEAR(r.mops / a.mops, 1.0, 0.05) << r.mops << " vs " << a.mops;
 }
 
 TEST(Sim, LatencyGrowsWithLoadAndPercentilesAreOrdered) {
-  SimConfig light = ConfigFor({{"verb", "read"}, {"size", 32}, {"clients", 4}, {"tx_depth", 1}, {"sim_ops", 100000}}, "tput");
+  SimConfig light = ConfigFor({{"verb", "read"}, {"size", 32}, {"tx_depth", 1}, {"sim_ops", 100000}}, "tput", 4);
   SimConfig heavy = light;
   heavy.window = 256;
   heavy.exponential = light.exponential = true;
@@ -63,7 +65,7 @@ TEST(Sim, LatencyGrowsWithLoadAndPercentilesAreOrdered) {
 }
 
 TEST(Sim, QpContextCacheMissesSlowManyQps) {
-  SimConfig c = ConfigFor({{"verb", "write"}, {"connection", "UC"}, {"size", 32}, {"clients", 64}, {"sim_ops", 200000}}, "tput");
+  SimConfig c = ConfigFor({{"verb", "write"}, {"connection", "UC"}, {"size", 32}, {"sim_ops", 200000}}, "tput", 64);
   c.qp_cache_entries = 128;
   c.qp_miss_ns = 200;
   c.base_latency_ns = 500;
@@ -78,8 +80,7 @@ TEST(Sim, QpContextCacheMissesSlowManyQps) {
 }
 
 TEST(Sim, WqeCacheOverflowCostsRereads) {
-  SimConfig c = ConfigFor({{"verb", "read"}, {"size", 8}, {"direction", "outbound"}, {"qp", 14}, {"clients", 14},
-                           {"sim_ops", 200000}}, "tput");
+  SimConfig c = ConfigFor({{"verb", "read"}, {"size", 8}, {"direction", "outbound"}, {"qp", 14}, {"sim_ops", 200000}}, "tput", 14);
   c.wqe_cache_entries = 64;
   c.window = 2;
   SimResult small = Simulate(c);
@@ -90,7 +91,7 @@ TEST(Sim, WqeCacheOverflowCostsRereads) {
 }
 
 TEST(Sim, AtomicsOnOneCounterSerializeOnTheLockBucket) {
-  SimConfig c = ConfigFor({{"verb", "faa"}, {"counters", 1}, {"clients", 16}, {"tx_depth", 8}, {"sim_ops", 50000}}, "atomics");
+  SimConfig c = ConfigFor({{"verb", "faa"}, {"counters", 1}, {"tx_depth", 8}, {"sim_ops", 50000}}, "atomics", 16);
   SimResult one = Simulate(c);
   EXPECT_NEAR(one.mops, 1e3 / Cib().nic.atomic_lock_hold_ns, 0.05);
   c.counters = 4096;
@@ -98,8 +99,8 @@ TEST(Sim, AtomicsOnOneCounterSerializeOnTheLockBucket) {
 }
 
 TEST(Sim, ClientsSharingAProcessingUnitGetLessUniformityRatio) {
-  SimConfig c = ConfigFor({{"verb", "read"}, {"size", 32}, {"clients", 16}, {"tx_depth", 8}, {"sim_ops", 200000}},
-                          "tput");
+  SimConfig c = ConfigFor({{"verb", "read"}, {"size", 32}, {"tx_depth", 8}, {"sim_ops", 200000}},
+                          "tput", 16);
   c.base_latency_ns = 100;  // PU-bound: every client's share is its PU's rate over the PU's clients
   c.pus = 8;
   SimResult even = Simulate(c);  // 2 clients per PU
@@ -110,7 +111,7 @@ TEST(Sim, ClientsSharingAProcessingUnitGetLessUniformityRatio) {
 }
 
 TEST(Sim, TheEventLoopAllocatesNothing) {
-  SimConfig c = ConfigFor({{"verb", "read"}, {"size", 32}, {"clients", 32}, {"tx_depth", 8}}, "tput");
+  SimConfig c = ConfigFor({{"verb", "read"}, {"size", 32}, {"tx_depth", 8}}, "tput", 32);
   c.ops = 10000;
   uint64_t before = g_allocations.load();
   Simulate(c);
@@ -122,7 +123,7 @@ TEST(Sim, TheEventLoopAllocatesNothing) {
 }
 
 TEST(Sim, TenMillionOperationsTakeUnderTenSeconds) {
-  SimConfig c = ConfigFor({{"verb", "read"}, {"size", 32}, {"clients", 64}, {"tx_depth", 16}}, "tput");
+  SimConfig c = ConfigFor({{"verb", "read"}, {"size", 32}, {"tx_depth", 16}}, "tput", 64);
   c.ops = 10'000'000;
   // CPU time of this (single-threaded) process: the machine is shared, wall time is not ours.
   std::clock_t t0 = std::clock();

@@ -8,7 +8,7 @@ namespace rdmalab::model {
 namespace {
 
 Prediction Kv(const nlohmann::json& params, const Profile& prof) {
-  return Predict(PointFromJson({{"mode", "kv"}, {"params", params}}, true), prof);
+  return Predict(PointFromJson({{"mode", "kv"}, {"params", params}}), prof);
 }
 
 TEST(Systems, HerdIsTheSumOfItsVerbsAndServerWork) {
@@ -29,15 +29,15 @@ TEST(Systems, HerdIsTheSumOfItsVerbsAndServerWork) {
 TEST(Systems, BatchingHelpsHerdWhenCpuOrMmioBound) {
   Profile cib = LoadProfile("cib", DefaultProfileDir());
   for (int cores : {1, 4}) {
-    double base = Kv({{"system", "herd"}, {"threads", cores}}, cib).mops;
+    double base = Kv({{"system", "herd"}, {"workers", cores}}, cib).mops;
     // guide16 Sec. 4.1 applies batching with multi-queue
-    double batched = Kv({{"system", "herd"}, {"threads", cores}, {"batching", true}, {"queues", 3}}, cib).mops;
+    double batched = Kv({{"system", "herd"}, {"workers", cores}, {"batching", true}, {"queues", 3}}, cib).mops;
     EXPECT_GT(batched, base) << cores;
   }
   // 51 clients over 14 workers: a sweep finds about one request, and a Doorbell for one
   // response costs a WQE DMA read that WQE-by-MMIO does not (guide16 Fig. 7 beyond 6 cores)
-  double base = Kv({{"system", "herd"}, {"threads", 14}}, cib).mops;
-  double batched = Kv({{"system", "herd"}, {"threads", 14}, {"batching", true}, {"queues", 3}}, cib).mops;
+  double base = Kv({{"system", "herd"}, {"workers", 14}}, cib).mops;
+  double batched = Kv({{"system", "herd"}, {"workers", 14}, {"batching", true}, {"queues", 3}}, cib).mops;
   EXPECT_LT(batched, base);
 }
 
@@ -45,7 +45,7 @@ TEST(Systems, PilafIsBoundByItsReadsFarmVarByTwoReads) {
   Profile p = LoadProfile("cx3-pcie2", DefaultProfileDir());
   Prediction pilaf = Kv({{"system", "pilaf"}, {"put_fraction", 0.0}}, p);
   EXPECT_NEAR(pilaf.mops, 19.5 / 2.6, 0.01);  // 1.6 bucket READs + 1 value READ at 19.5 M READs/s
-  Prediction var = Kv({{"system", "farm_var"}, {"put_fraction", 0.0}}, p);
+  Prediction var = Kv({{"system", "farm-var"}, {"put_fraction", 0.0}}, p);
   EXPECT_NEAR(var.mops, 19.5 / 2, 0.6);
 }
 
@@ -64,14 +64,14 @@ TEST(Systems, SequencerDesignsNameTheirBottlenecks) {
   std::map<std::string, Prediction> by;
   for (const auto& r : t.rows) by[r.label] = r.prediction;
   EXPECT_EQ(by["atomics"].bottleneck_label, "PCIe RTT");
-  EXPECT_EQ(by["herd_rpc"].bottleneck, "shared_counter");
-  EXPECT_GT(by["herd_rpc_batch"].mops, 3 * by["herd_rpc"].mops);
-  EXPECT_GE(by["spec_s0"].mops, by["herd_rpc_batch"].mops);
+  EXPECT_EQ(by["herd-rpc"].bottleneck, "shared_counter");
+  EXPECT_GT(by["herd-rpc-batch"].mops, 3 * by["herd-rpc"].mops);
+  EXPECT_GE(by["spec-s0"].mops, by["herd-rpc-batch"].mops);
   // with enough requests outstanding for full sweeps, the header-only RECVs bound Spec-S0
   Profile cib = LoadProfile("cib", DefaultProfileDir());
-  Prediction full = Predict(PointFromJson({{"mode", "sequencer"}, {"params", {{"design", "spec_s0"}, {"clients", 70},
-                                                                            {"window", 16}, {"window_bound", false}}}},
-                                          true), cib);
+  Prediction full = Predict(PointFromJson({{"mode", "sequencer"}, {"roles", {{"client", 70}}},
+                                           {"params", {{"design", "spec-s0"}, {"tx_depth", 16}, {"window_bound", false}}}}),
+                            cib);
   EXPECT_EQ(full.bottleneck, "nic_rx");
 }
 
@@ -87,16 +87,16 @@ TEST(Systems, HydraDbGetIsOneReadOfValueAndLease) {
 
 TEST(Systems, ReadBasedBoundIsHalfThePeakInboundReadRate) {
   Profile cib = LoadProfile("cib", DefaultProfileDir());
-  Prediction bound = Kv({{"system", "read_based"}, {"value_size", 32}}, cib);
+  Prediction bound = Kv({{"system", "read-based"}, {"value_size", 32}}, cib);
   Prediction read = Predict(
-      PointFromJson({{"mode", "tput"}, {"params", {{"verb", "read"}, {"size", 32}, {"direction", "inbound"}}}}, true),
+      PointFromJson({{"mode", "tput"}, {"params", {{"verb", "read"}, {"size", 32}, {"direction", "inbound"}}}}),
       cib);
   EXPECT_NEAR(bound.mops, read.mops / 2, 0.01 * read.mops);
 }
 
 TEST(Systems, ZipfKeysLoadOneHerdWorkerMoreAndTheCoresAddUpToTheTotal) {
   Profile p = LoadProfile("cx3-pcie2", DefaultProfileDir());
-  nlohmann::json base = {{"system", "herd"}, {"threads", 10}, {"distribution", "zipf"}};
+  nlohmann::json base = {{"system", "herd"}, {"workers", 10}, {"distribution", "zipf"}};
   double total = Kv(base, p).mops, sum = 0, hottest = 0;
   for (int core = 0; core < 10; ++core) {
     nlohmann::json one = base;
@@ -108,11 +108,11 @@ TEST(Systems, ZipfKeysLoadOneHerdWorkerMoreAndTheCoresAddUpToTheTotal) {
   EXPECT_NEAR(sum, total, 1e-6 * total);
   EXPECT_GT(hottest, 1.1 * total / 10);
   // With one core the hottest worker is the whole CPU: skew costs throughput where the CPU limits.
-  nlohmann::json cpu_bound = {{"system", "herd"}, {"threads", 2}};
+  nlohmann::json cpu_bound = {{"system", "herd"}, {"workers", 2}};
   nlohmann::json cpu_bound_zipf = cpu_bound;
   cpu_bound_zipf["distribution"] = "zipf";
   EXPECT_LT(Kv(cpu_bound_zipf, p).mops, Kv(cpu_bound, p).mops);
-  EXPECT_THROW(Kv({{"system", "herd"}, {"threads", 10}, {"core", 10}}, p), ModelError);
+  EXPECT_THROW(Kv({{"system", "herd"}, {"workers", 10}, {"core", 10}}, p), ModelError);
 }
 
 TEST(Systems, WhatTheModelDoesNotRepresentIsRefusedWithTheReason) {
@@ -124,7 +124,7 @@ TEST(Systems, WhatTheModelDoesNotRepresentIsRefusedWithTheReason) {
     EXPECT_NE(std::string(e.what()).find("TCP"), std::string::npos) << e.what();
   }
   auto tput = [&](const nlohmann::json& params) {
-    return Predict(PointFromJson({{"mode", "tput"}, {"params", params}}, true), cx);
+    return Predict(PointFromJson({{"mode", "tput"}, {"params", params}}), cx);
   };
   EXPECT_THROW(tput({{"verb", "send"}, {"stack", "udp"}}), NotModeled);
   EXPECT_THROW(tput({{"verb", "send"}, {"numa", "far"}}), NotModeled);
@@ -136,7 +136,7 @@ TEST(Systems, WhatTheModelDoesNotRepresentIsRefusedWithTheReason) {
 TEST(Systems, SequencerBatchOfOneMeansOnePostPerResponse) {
   Profile cib = LoadProfile("cib", DefaultProfileDir());
   auto seq = [&](int batch) {
-    return Predict(PointFromJson({{"mode", "sequencer"}, {"params", {{"design", "spec-s0"}, {"batch", batch}}}}, true),
+    return Predict(PointFromJson({{"mode", "sequencer"}, {"params", {{"design", "spec-s0"}, {"batch", batch}}}}),
                    cib);
   };
   // WQE-by-MMIO for every response vs one doorbell per 16 (RECV re-posts are the same in both)

@@ -6,9 +6,12 @@ kRoot = pathlib.Path(__file__).resolve().parents[2]
 if str(kRoot) not in sys.path:
     sys.path.insert(0, str(kRoot))
 
+import atexit
 import os
+import shutil
 import signal
 import subprocess
+import tempfile
 import textwrap
 
 import pytest
@@ -16,6 +19,12 @@ import pytest
 kRunAll = kRoot / "run_all.py"
 kFake = kRoot / "tests" / "python" / "fake_bench.py"
 kRunTimeoutS = 120
+kDescribeFixtures = kRoot / "tests" / "python" / "data" / "describe"
+# Descriptions are cached per build of a binary; the tests' binaries (fake_bench, shims) change
+# with the fixtures, not with their own mtime, so the tests keep a cache of their own.
+if "RDMALAB_CACHE_DIR" not in os.environ:
+    os.environ["RDMALAB_CACHE_DIR"] = tempfile.mkdtemp(prefix="rdmalab-test-cache-")
+    atexit.register(shutil.rmtree, os.environ["RDMALAB_CACHE_DIR"], True)
 
 
 def run_all(*args, timeout=kRunTimeoutS, check=None):
@@ -81,3 +90,16 @@ def exp_dir(tmp_path):
     d = tmp_path / "experiments"
     d.mkdir()
     return d
+
+
+def described_bin_dir(directory):
+    """A --bin-dir whose rdmalab-bench, rdmalab-kv and rdmalab-model answer --describe with the
+    fixtures and do nothing else, and whose softnic exists: enough for a dry run."""
+    directory.mkdir(parents=True, exist_ok=True)
+    for name in ("rdmalab-bench", "rdmalab-kv", "rdmalab-model"):
+        (directory / name).write_text(f'#!/bin/sh\n[ "$1" = --describe ] && exec cat {kDescribeFixtures / name}.json\n'
+                                      'echo "fixture shim: only --describe" >&2\nexit 1\n')
+    (directory / "softnic").write_text("#!/bin/sh\nexit 1\n")
+    for f in directory.iterdir():
+        f.chmod(0o755)
+    return directory

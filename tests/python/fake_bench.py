@@ -9,15 +9,40 @@ Extra flags for failure tests (harness passes them through like any parameter):
                                                  after its peers have failed, as a slow real one may)
   --fake_target=client/0                         which process misbehaves (default client/0)
   --fake_pid_dir=DIR                             every process (and its helper child) writes its pid there
+
+--describe prints rdmalab-bench's description (the fixture data/describe/rdmalab-bench.json, checked
+against the real binary by test_describe.py) plus these three parameters, so the harness validates
+and passes them like any other.
 """
 import argparse
 import json
 import os
+import pathlib
 import signal
 import socket
 import subprocess
 import sys
 import time
+
+
+kFixture = pathlib.Path(__file__).resolve().parent / "data" / "describe" / "rdmalab-bench.json"
+kFakeParams = [
+    {"name": "fake_behavior", "flag": "--fake_behavior", "type": "string", "list": False, "unit": None,
+     "choices": ["ok", "crash", "hang", "fail", "garbage", "unsupported"], "default": "ok", "symmetric": False,
+     "roles": ["server", "client", "node"], "scope": "experiment", "help": "what the target process does"},
+    {"name": "fake_target", "flag": "--fake_target", "type": "string", "list": False, "unit": None, "default": "client/0",
+     "symmetric": False, "roles": ["server", "client", "node"], "scope": "experiment", "help": "ROLE/INDEX that misbehaves"},
+    {"name": "fake_pid_dir", "flag": "--fake_pid_dir", "type": "string", "list": False, "unit": None, "default": None,
+     "symmetric": False, "roles": ["server", "client", "node"], "scope": "experiment", "help": "pid files go here"},
+]
+
+
+def describe():
+    doc = json.loads(kFixture.read_text())
+    doc["params"] += kFakeParams
+    for mode in doc["modes"]:
+        mode["params"] += [p["name"] for p in kFakeParams]
+    print(json.dumps(doc))
 
 
 def parse():
@@ -74,6 +99,9 @@ def write_pid_file(directory, name, pid):
 
 
 def main():
+    if sys.argv[1:] == ["--describe"]:
+        describe()
+        return
     args, params = parse()
     me = f"{args.role}/{args.index}"
     misbehave = args.fake_behavior if args.fake_target == me else "ok"

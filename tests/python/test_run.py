@@ -9,7 +9,8 @@ import time
 
 import pytest
 
-from conftest import assert_no_orphans, kRoot, run_all, softnic_fabrics, write_experiment
+from conftest import (assert_no_orphans, described_bin_dir, kDescribeFixtures, kRoot, run_all, softnic_fabrics,
+                      write_experiment)
 
 kTwoRoles = """
     title: two roles, three sizes, two repeats
@@ -80,7 +81,7 @@ def test_local_run_stores_points_index_csv_and_report(tmp_path, exp_dir):
 
 def test_dry_run_runs_nothing(tmp_path, exp_dir):
     exp = write_experiment(exp_dir, "two", kTwoRoles.format(pids=tmp_path))
-    r = run_all(exp, "--dry-run", "--out", tmp_path / "res", check=0)
+    r = run_all(exp, "--dry-run", "--out", tmp_path / "res", "--bin-dir", described_bin_dir(tmp_path / "bin"), check=0)
     assert "two" in r.stderr and "--rendezvous HOST:PORT --role server --index 0 --peers 2" in r.stderr
     assert not (tmp_path / "res").exists()
 
@@ -95,6 +96,9 @@ def test_any_python3_on_path_works(tmp_path):
 
 kFakeModel = """#!/usr/bin/python3
 import json, sys
+if sys.argv[1:] == ["--describe"]:
+    sys.stdout.write(open("DESCRIPTION").read())
+    sys.exit(0)
 req = json.load(sys.stdin)
 if req["params"].get("size") == 999:
     sys.stderr.write("rdmalab-model: error: size 999 is not supported; valid: 0..65536\\n")
@@ -117,6 +121,7 @@ def test_model_backend_plumbing(tmp_path, exp_dir):
         mode: tput
         roles: {server: {count: 1}, client: {count: 4}}
         params: {profile: cib, direction: inbound}
+        labels: [profile]
         sweep: {grid: {size: [8, 64, 999]}}
         plot: {x: size, y: mops}
         """)
@@ -125,14 +130,15 @@ def test_model_backend_plumbing(tmp_path, exp_dir):
     r = run_all(exp, "--backend", "model", "--bin-dir", tmp_path, "--out", out, check=2)
     assert f"model backend: {tmp_path}/rdmalab-model does not exist" in r.stderr
     model = tmp_path / "fake-model"
-    model.write_text(kFakeModel)
+    model.write_text(kFakeModel.replace("DESCRIPTION", str(kDescribeFixtures / "rdmalab-model.json")))
     model.chmod(0o755)
     r = run_all(exp, "--backend", "model", "--model-bin", model, "--out", out, check=1)
     recs = {x["point"]["params"]["size"]: x for x in load_points(out, "model", "mod")}
     assert recs[8]["status"] == "ok" and recs[64]["status"] == "ok"
     doc = recs[8]["roles"][0]["document"]
+    # profile is the harness's (the point's "profile"), never a parameter of the model's point.
     assert doc["request"] == {"experiment": "mod", "profile": "cib", "mode": "tput",
-                              "roles": {"server": 1, "client": 4}, "params": {"profile": "cib", "direction": "inbound", "size": 8}}
+                              "roles": {"server": 1, "client": 4}, "params": {"direction": "inbound", "size": 8}}
     assert doc["results"][0]["bottleneck"] == "pcie_dma_read"
     assert recs[8]["roles"][0]["schema_warnings"] == ["config/size: 8 is not of type 'array'"]
     assert recs[8]["headline"]["value"] == pytest.approx(100 / (1 + 8 / 64))

@@ -4,7 +4,7 @@ import pathlib
 
 import pytest
 
-from conftest import kFake, run_all
+from conftest import described_bin_dir, kFake, run_all
 from harness import experiment, inventory, sweep
 from harness.yamlloc import ConfigError
 
@@ -23,7 +23,7 @@ sweep:
     verb: [read, write]
   zip:
     clients: [1, 2]
-    window: [4, 16]
+    tx_depth: [4, 16]
 repeats: 2
 plot: {{x: size, y: mops, series: verb}}
 """
@@ -40,8 +40,8 @@ kMistakes = [
     ("unknown metric", ("plot: {x: size, y: mops, series: verb}", "plot: {x: size, y: mopps, series: verb}"), None,
      ["y 'mopps' is not valid", "valid: mops, gbps"]),
     ("plot axis not a parameter", ("plot: {x: size, y: mops, series: verb}", "plot: {x: payload, y: mops}"), None,
-     ["x 'payload' is not a parameter", "valid: clients, iters, repeat, size, verb, window"]),
-    ("zip lengths differ", ("    window: [4, 16]", "    window: [4, 16, 64]"), 14, ["zip lists must have equal lengths", "clients: 2, window: 3"]),
+     ["x 'payload' is not a parameter", "valid: clients, iters, repeat, size, tx_depth, verb"]),
+    ("zip lengths differ", ("    tx_depth: [4, 16]", "    tx_depth: [4, 16, 64]"), 14, ["zip lists must have equal lengths", "clients: 2, tx_depth: 3"]),
     ("role count refers to nothing", ("  client: {count: $clients}", "  client: {count: $nclients}"), None,
      ["count refers to $nclients, which is not a parameter"]),
     ("role count not a count", ("    clients: [1, 2]", "    clients: [1, two]"), 7,
@@ -59,7 +59,7 @@ def test_good_experiment_expands(tmp_path):
     exp = experiment.parse(path)
     points = sweep.expand(exp)
     assert len(points) == 4 * 2 * 2 * 2  # size x verb x zip rows x repeats
-    assert {(p.params["clients"], p.params["window"]) for p in points} == {(1, 4), (2, 16)}
+    assert {(p.params["clients"], p.params["tx_depth"]) for p in points} == {(1, 4), (2, 16)}
     assert {p.roles["client"] for p in points} == {1, 2}
     assert len({p.id for p in points}) == len(points)
     # Ids depend on the point, not on order or unrelated edits.
@@ -97,9 +97,11 @@ def test_run_all_reports_every_error_and_runs_nothing(tmp_path):
     bad2 = tmp_path / "bad2.yaml"
     bad2.write_text(kGood.replace("id: good", "id: bad2").replace(f"binary: {kFake}\n", "").replace("mode: lat", "mode: nope"))
     out = tmp_path / "res"
-    r = run_all(bad1, bad2, "--out", out, check=2)
+    r = run_all(bad1, bad2, "--out", out, "--bin-dir", described_bin_dir(tmp_path / "bin"), check=2)
     assert f"{bad1}:17: experiment: unknown key 'repeat'" in r.stderr
-    assert f"{bad2}:3: experiment: mode 'nope' is not valid; valid: lat, tput, echo, atomics, sgbatch, sequencer" in r.stderr
+    # The valid modes come from the programs' --describe (here the fixtures).
+    assert (f"{bad2}:3: experiment: mode 'nope' is not valid; valid: lat, tput, atomics, echo, sequencer, sgbatch "
+            "(rdmalab-bench); kv (rdmalab-kv)") in r.stderr
     assert "2 error(s); nothing was run" in r.stderr
     assert not out.exists()
 
@@ -108,7 +110,8 @@ def test_missing_bench_binary_is_named(tmp_path):
     path = tmp_path / "nobin.yaml"
     path.write_text(kGood.replace("id: good", "id: nobin").replace(f"binary: {kFake}\n", ""))
     r = run_all(path, "--bin-dir", tmp_path, "--out", tmp_path / "res", check=2)
-    assert f"{path}:1: experiment: binary rdmalab-bench not found in {tmp_path}" in r.stderr
+    assert (f"{path}:1: experiment: binary rdmalab-bench and rdmalab-kv not found in {tmp_path} "
+            "(build: cmake --build build, or pass --bin-dir)") in r.stderr
 
 
 def test_inventory_validation(tmp_path):

@@ -13,7 +13,7 @@ namespace {
 Options Parse(std::vector<std::string> args) {
   std::vector<char*> argv{const_cast<char*>("rdmalab-bench")};
   for (auto& arg : args) argv.push_back(arg.data());
-  return ParseOptions(static_cast<int>(argv.size()), argv.data());
+  return ParseCommandLine(BenchCommandLine(), static_cast<int>(argv.size()), argv.data());
 }
 
 TEST(BenchOptions, PerftestSpellingsAndUnderscoresAreOneFlag) {
@@ -52,17 +52,17 @@ TEST(BenchOptions, ErrorsNameTheValueAndTheChoices) {
 
 TEST(BenchOptions, ConfigJsonHasEveryFlagAndSymmetricSubset) {
   const Options o = Parse({"tput", "-t", "32"});
-  const auto config = ConfigJson(o);
+  const auto config = ConfigJson(BenchCommandLine(), o);
   EXPECT_EQ(config.at("tx_depth"), 32);
   EXPECT_TRUE(config.contains("use_hugepages"));
-  const auto symmetric = SymmetricConfigJson(o);
+  const auto symmetric = SymmetricConfigJson(BenchCommandLine(), o);
   EXPECT_TRUE(symmetric.contains("tx_depth"));
   EXPECT_FALSE(symmetric.contains("ib_dev"));  // each side names its own device
   EXPECT_FALSE(symmetric.contains("timeout"));
 }
 
 TEST(BenchOptions, HelpListsEveryFlagWithDefaults) {
-  const std::string help = HelpText();
+  const std::string help = HelpText(BenchCommandLine());
   for (const char* flag : {"--ib-dev", "--tx-depth", "--cq-mod", "--post_list", "--inline_size", "--out_json",
                            "--rendezvous", "--validate", "--timeout", "--use_hugepages"}) {
     EXPECT_NE(help.find(flag), std::string::npos) << flag;
