@@ -1,6 +1,6 @@
 """Rendezvous service: QP-info exchange and barriers for the role processes of one point.
 
-Protocol (contract 2 in the project's contracts): TCP, one JSON object per line each way.
+Protocol (contract 2, docs/contracts.md): TCP, one JSON object per line each way.
 Every process opens one connection, says hello with the point's token, then puts/gets keys
 and meets at barriers; it ends with bye. A connection that closes without bye, or a
 {"op": "fail"}, aborts the point: every pending get/barrier and every later put/get/barrier of
