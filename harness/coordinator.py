@@ -88,6 +88,7 @@ def load_all(targets: list[Target], backend: str, bin_dir: pathlib.Path, model_b
             continue
         if t.reduction.timeout_s:
             bound = dataclasses.replace(bound, timeout_s=float(t.reduction.timeout_s))
+        errors += validate.check_reduction(bound, t.reduction.params, f"suites.yaml: suite {t.suite}")
         loaded.append((bound, t))
     if backend == "softnic" and not (bin_dir / "softnic").is_file():
         errors.append(f"softnic backend: {bin_dir / 'softnic'} does not exist; build it (cmake --build build)")

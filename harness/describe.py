@@ -42,6 +42,7 @@ class Param:
     scope: str = kScopeExperiment
     effect: Optional[str] = None
     help: str = ""
+    roles: Optional[tuple[str, ...]] = None  # the roles whose process reads it; None: not said (the model)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -97,7 +98,8 @@ def from_json(doc: Any, path: str, source: str) -> Description:
             name=raw["name"], type=raw["type"], flag=raw.get("flag"), list=bool(raw.get("list", False)),
             unit=raw.get("unit"), min=raw.get("min"), max=raw.get("max"),
             choices=tuple(choices) if isinstance(choices, list) else None, default=raw.get("default"),
-            scope=raw.get("scope", kScopeExperiment), effect=raw.get("effect"), help=str(raw.get("help", "")))
+            scope=raw.get("scope", kScopeExperiment), effect=raw.get("effect"), help=str(raw.get("help", "")),
+            roles=tuple(raw["roles"]) if isinstance(raw.get("roles"), list) else None)
     modes = {g.name: g for g in (_group(m, "mode", params, source) for m in doc.get("modes") or [])}
     if not modes:
         raise DescribeError(f"{source}: the description declares no mode")

@@ -106,6 +106,7 @@ class _Use:
     line: int
     values: list[tuple[Any, int]]
     systems: set[Any]
+    role: Optional[str] = None  # given in roles.ROLE.params: only that role's processes get it
 
 
 def _uses(exp: Experiment, covered: set[str], model: bool) -> list[_Use]:
@@ -128,15 +129,16 @@ def _uses(exp: Experiment, covered: set[str], model: bool) -> list[_Use]:
                 uses.append(_Use(where, key, table.line_of(key), vals, systems))
     if not all_systems and fixed_system is not None:
         all_systems = {fixed_system}
-    nodes = [("params", data.get("params"))]
+    nodes: list[tuple[str, Optional[str], Any]] = [("params", None, data.get("params"))]
     roles = data.get("roles") if isinstance(data.get("roles"), dict) else {}
-    nodes += [(f"roles.{name}.params", spec.get("params")) for name, spec in roles.items() if isinstance(spec, dict)]
+    nodes += [(f"roles.{name}.params", name, spec.get("params")) for name, spec in roles.items()
+              if isinstance(spec, dict)]
     if model:
-        nodes.append(("model_params", data.get("model_params")))
-    for where, node in nodes:
+        nodes.append(("model_params", None, data.get("model_params")))
+    for where, role, node in nodes:
         if isinstance(node, dict):
             for key, value in node.items():
-                uses.append(_Use(where, key, node.line_of(key), [(value, node.line_of(key))], all_systems))
+                uses.append(_Use(where, key, node.line_of(key), [(value, node.line_of(key))], all_systems, role))
     return uses
 
 
@@ -191,6 +193,13 @@ def check(exp: Experiment, desc: Description, backend: str) -> list[str]:
     # A parameter no system lists is shared by all of them; one some systems list is theirs only.
     system_specific = {n for s in desc.systems.values() for n in s.params}
     seen: set[tuple[int, str, str]] = set()
+    role_param = desc.params.get("role")
+    if not model and role_param is not None and role_param.choices:
+        roles_node = exp.node.get("roles")
+        for r in exp.roles:
+            if r.name not in role_param.choices:
+                ck.error(roles_node.line_of(r.name), "roles", f"role {r.name!r} is not a role of {prog}"
+                         f"{_near(r.name, list(role_param.choices))}; valid: {', '.join(role_param.choices)}")
 
     def error(line: int, where: str, message: str) -> None:
         if (line, where, message) not in seen:  # a fixed parameter is checked once per system
@@ -223,6 +232,11 @@ def check(exp: Experiment, desc: Description, backend: str) -> list[str]:
                                        f"{f' (modes that take it: {others})' if others else ''}"
                                        f"{_near(key, settable)}; mode {mode} takes: {', '.join(settable)}")
             continue
+        if use.role is not None and p.roles is not None and use.role not in p.roles:
+            error(use.line, use.where, f"parameter {key!r} is read by the {' and '.join(p.roles)} "
+                                       f"role{'s' if len(p.roles) > 1 else ''} of {prog}, not by role {use.role}; "
+                                       "give it to that role, or in params")
+            continue
         if key in system_specific:
             deaf = [x for x in sorted(use.systems, key=str) if x in desc.systems and key not in desc.systems[x].params]
             if deaf:
@@ -237,6 +251,17 @@ def check(exp: Experiment, desc: Description, backend: str) -> list[str]:
             if problem:
                 error(line, use.where, problem)
     return ck.errors
+
+
+def check_reduction(exp: Experiment, params: tuple[tuple[str, Any], ...], where: str) -> list[str]:
+    """A suite's reduce.params values, for the fixed parameters of a loaded experiment that they
+    override, checked as the experiment's own values are."""
+    problems = []
+    for key, value in params:
+        p = exp.program.params.get(key) if exp.program is not None else None
+        if key in exp.params and p is not None and (problem := _value_problem(p, value)):
+            problems.append(f"{where}: reduce.params: {problem} (overriding {exp.id}'s {key})")
+    return problems
 
 
 def load(exp: Experiment, backend: str, bin_dir: pathlib.Path, model_desc: Optional[Description],

@@ -131,6 +131,28 @@ def test_each_parameter_mistake_names_file_line_and_the_valid_names(tmp_path, bi
         assert part in errors[0], errors
 
 
+@pytest.mark.parametrize("roles,message", [
+    ("roles: {server: {}, clinet: {}}",
+     "roles: role 'clinet' is not a role of rdmalab-kv (did you mean 'client'?); valid: server, client"),
+    ("roles: {server: {params: {retry_ms: 5}}, client: {}}",
+     "roles.server.params: parameter 'retry_ms' is read by the client role of rdmalab-kv, not by role server"),
+], ids=["role the program has not", "key the role does not read"])
+def test_roles_are_the_programs_and_a_role_gets_only_what_it_reads(tmp_path, bins, roles, message):
+    text = kKv.replace("roles: {server: {}, client: {}}", roles).replace("  lock_placement: spread\n", "")
+    path = write(tmp_path, text, "kv")
+    exp, errors = load(path, "softnic", bins)
+    assert exp is None and len(errors) == 1, errors
+    assert errors[0].startswith(f"{path}:4: {message}"), errors
+
+
+def test_a_suite_reduction_value_is_checked_as_the_experiments_own(tmp_path, bins):
+    exp, errors = load(write(tmp_path, kBench, "bench"), "softnic", bins)
+    assert errors == []
+    assert validate.check_reduction(exp, (("tx_depth", 32),), "suite s") == []
+    problems = validate.check_reduction(exp, (("tx_depth", 0), ("iters", 0)), "suite s")
+    assert problems == ["suite s: reduce.params: tx_depth 0 is out of range; valid: 1..65536 WRs (overriding bench's tx_depth)"]
+
+
 def test_a_key_the_kv_system_does_not_read_is_an_error_per_system(tmp_path, bins):
     path = write(tmp_path, kKv, "kv")
     exp, errors = load(path, "softnic", bins)
