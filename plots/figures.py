@@ -13,10 +13,13 @@ import matplotlib
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
+from matplotlib import ticker  # noqa: E402
 
 from harness.conclusions import same  # noqa: E402
 from harness.metrics import point_value  # noqa: E402
 from harness.store import kNotRun, not_run  # noqa: E402
+
+from . import labels  # noqa: E402
 
 kDpi = 110
 kPanelInches = (5.2, 3.6)
@@ -25,9 +28,15 @@ kTitleCharsPerInch = 13       # at 10 pt
 kNoteCharsPerInch = 19        # at 7 pt
 kNoteLineInches = 0.16
 kLegendLineScale = 1.25       # a legend row is a bit taller than a note line (its marker)
-kLeftInches, kRightInches, kTopInches = 0.75, 0.2, 0.75      # y labels; margin; title and panel titles
-kAxisLabelInches = 0.55       # x tick labels and the x label under the last row of panels
-kPanelGapInches, kRowGapInches = 0.8, 0.9
+kRightInches = 0.2
+# Text sizes for the fixed layout: matplotlib measures text only when it draws, and measuring every
+# tick label (tight_layout) took a third of the report's time, so margins are sized from the
+# characters of the labels, generously; tests/python/test_figure_text.py checks the real extents.
+kCharInches = {10: 0.085, 9: 0.077, 8: 0.068, 7: 0.06}   # widest average character at that size
+kLineInches = {10: 0.2, 9: 0.18, 8: 0.16, 7: 0.14}       # one line of text
+kTickFont, kLabelFont, kPanelTitleFont, kLegendFont = 9, 9, 9, 7
+kTickPadInches = 0.12          # tick marks and their pad
+kLabelChars = 40               # a y label longer than this wraps
 
 
 def _key(v: Any) -> tuple:
@@ -48,6 +57,7 @@ class Table:
         self.what = "predicted" if self.backend == "model" else "measured"
         profiles = sorted({str(prof) for r in records for role in r.get("roles") or []
                            if (prof := (role.get("document") or {}).get("profile"))})
+        self.profiles = profiles
         self.profile = ", ".join(profiles)
         p = self.plot
         groups: dict[tuple, list[float]] = collections.defaultdict(list)
@@ -101,14 +111,28 @@ class Table:
         """Who produced the values, for legends and tables: the backend, or the model's profile."""
         return f"model {self.profile}".strip() if self.backend == "model" else self.backend
 
-    def not_run_notes(self) -> list[str]:
-        """One line per reason, naming the series (or points) it removed from the figure."""
+    def legend_label(self) -> str:
+        """Who produced the values, for a figure's legend: the backend, or the model for the NIC it
+        predicts by its display name (left out where the series already name the profile)."""
+        if self.backend != "model":
+            return self.backend
+        if not self.profiles or "profile" in labels.series_names(self.plot):
+            return "model"
+        return f"model ({labels.profiles(self.profiles)})"
+
+    def not_run_notes(self, readable: bool = False) -> list[str]:
+        """One line per reason, naming the series (or points) it removed from the figure: as the
+        experiment file spells them (series values, x=value), or readable, for the figure."""
         by_reason: dict[tuple[str, str], list[str]] = collections.defaultdict(list)
         for (_, series, x), why in sorted(self.not_run.items(), key=lambda kv: tuple(_key(v) for v in kv[0])):
-            where = str(series) if series is not None else f"{self.plot.get('x')}={x}"
+            if readable:
+                where = (labels.series(self.plot, series) if series is not None else "") \
+                    or labels.point(self.plot.get("x"), x)
+            else:
+                where = str(series) if series is not None else f"{self.plot.get('x')}={x}"
             if where not in by_reason[why]:
                 by_reason[why].append(where)
-        on = "" if self.backend == "model" else f" on {self.label()}"
+        on = "" if self.backend == "model" else f" on {self.legend_label() if readable else self.label()}"
         return [f"{what}{on}: {', '.join(wheres)}: {reason}" for (what, reason), wheres in by_reason.items()]
 
     def facets(self) -> list[Any]:
@@ -153,11 +177,12 @@ class Figure:
         """Every drawable line of one panel: kind, series, label and (x, mean, stdev) points."""
         out = []
         for s in self.series():
-            name = f"{series_name(self.plot)}={s}" if self.plot.get("series") else ""
+            name = labels.series(self.plot, s)
             for t in self.tables:
                 rows = [r for r in t.rows if same(r["facet"], facet) and same(r["series"], s) and r["mean"] is not None]
                 if rows:
-                    out.append({"kind": t.what, "series": s, "label": f"{t.label()}: {name}" if name else t.label(),
+                    who = t.legend_label()
+                    out.append({"kind": t.what, "series": s, "label": f"{who}: {name}" if name else who,
                                 "points": [(r["x"], r["mean"], r["stdev"]) for r in rows]})
             refs = [(r["x"], r["y"], None) for r in self.reference  # drawn even where no point was measured
                     if same(r.get("series", s), s) and same(r.get("facet", facet), facet)]
@@ -170,7 +195,7 @@ class Figure:
         return sorted({c["kind"] for f in self.facets() for c in self.curves(f)})
 
 
-def normalized(curves: list[dict[str, Any]], x_name: str) -> tuple[list[dict[str, Any]], str]:
+def normalized(curves: list[dict[str, Any]], plot: dict[str, Any]) -> tuple[list[dict[str, Any]], str]:
     """Each kind divided by its own value at one reference point, so that shapes compare across
     absolute scales (softnic vs a ConnectX) while ratios between series of one kind are kept. The
     reference point is the (series, x) that the most kinds have; a kind without it uses its maximum."""
@@ -193,11 +218,13 @@ def normalized(curves: list[dict[str, Any]], x_name: str) -> tuple[list[dict[str
         d, how = divisors[c["kind"]]
         out.append({**c, "label": c["label"] + how,
                     "points": [(x, y / d, None if sd is None else sd / d) for x, y, sd in c["points"]]})
-    return out, ("" if ref[0] is None else f"{ref[0]}, ") + f"{x_name}={ref[1]}"
+    series = labels.series(plot, ref[0]) if ref[0] is not None else ""
+    x = labels.point(plot.get("x"), ref[1])
+    return out, f"{series}, {x}" if series else x
 
 
 def _label(p: dict[str, Any], axis: str) -> str:
-    return p.get(f"{axis}label") or p.get(axis, "")
+    return labels.axis(p, axis)
 
 
 kStyles = {  # kind -> matplotlib style; the legend names the kind in every label too
@@ -251,18 +278,115 @@ def _draw_panel(ax: Any, curves: list[dict[str, Any]], p: dict[str, Any], colors
                                color=color, label=c["label"], **kStyles[c["kind"]])
             cont.lines[0].set_gid(gid(c["kind"]))
     if p.get("kind") == "bar":
-        ax.set_xticks([k + bar_w * (len(bar_kinds) - 1) / 2 for k in range(len(cats))], [str(c) for c in cats])
+        ax.set_xticks([k + bar_w * (len(bar_kinds) - 1) / 2 for k in range(len(cats))],
+                      [labels.category(p.get("x"), c) for c in cats])
     elif p.get("xlog"):
         ax.set_xscale("log", base=2)
     if p.get("ylog"):
         ax.set_yscale("log")
-    ax.set_xlabel(_label(p, "x"))
+    ax.set_xlabel(_label(p, "x"), fontsize=kLabelFont)
+    ax.tick_params(labelsize=kTickFont)
     ax.grid(True, alpha=0.3)
 
 
-def draw(fig_data: Figure, out_dir: pathlib.Path, stem: str) -> Optional[dict[str, pathlib.Path]]:
-    """Per facet, two panels: absolute values of every kind, and each kind normalized to its own
-    reference point. A table plot is one table with a column per kind."""
+def _plain(v: float, _pos: Any = None) -> str:
+    """A tick of a linear or decimal log axis: a plain number, SI prefixes from 10^4 (no "9 x 10^0")."""
+    if v == 0:
+        return "0"
+    if abs(v) >= 10_000:
+        for div, prefix in ((1e9, "G"), (1e6, "M"), (1e3, "k")):
+            if abs(v) >= div:
+                return f"{v / div:.3g}{prefix}"
+    return f"{v:.4g}" if abs(v) >= 1e-3 else f"{v:.1e}"
+
+
+def _binary(v: float, _pos: Any = None) -> str:
+    """A tick of a base-2 log axis: plain up to 8192, then binary prefixes (16Ki, 1Mi)."""
+    if v >= 10_000 and float(v).is_integer():
+        for div, prefix in ((1 << 30, "Gi"), (1 << 20, "Mi"), (1 << 10, "Ki")):
+            if v >= div and v % div == 0:
+                return f"{int(v // div)}{prefix}"
+    return _plain(v)
+
+
+def _log_subs(lo: float, hi: float) -> tuple[float, ...]:
+    """Labelled ticks within each decade of a log axis, more where the axis spans few decades."""
+    decades = math.log10(hi / lo) if lo > 0 and hi > lo else 0.0
+    if decades < 1.2:
+        return (1.0, 1.5, 2.0, 3.0, 4.0, 5.0, 6.0, 8.0)
+    if decades < 3.5:
+        return (1.0, 2.0, 5.0)
+    return (1.0,)
+
+
+def _format_axes(ax: Any, p: dict[str, Any], bar: bool) -> None:
+    """Readable ticks, once the data set the limits: plain numbers or SI prefixes, never offsets or
+    scientific notation; log axes labelled at round values only."""
+    if ax.get_yscale() == "log":
+        lo, hi = ax.get_ylim()
+        ax.yaxis.set_major_locator(ticker.LogLocator(base=10, subs=_log_subs(lo, hi), numticks=12))
+        ax.yaxis.set_minor_formatter(ticker.NullFormatter())
+        ax.set_ylim(lo, hi)
+    else:
+        ax.yaxis.set_major_locator(ticker.MaxNLocator(nbins=6))
+    ax.yaxis.set_major_formatter(ticker.FuncFormatter(_plain))
+    if bar:
+        return
+    if ax.get_xscale() == "log":
+        lo, hi = ax.get_xlim()
+        ax.xaxis.set_major_locator(ticker.LogLocator(base=2, numticks=9))
+        ax.xaxis.set_minor_formatter(ticker.NullFormatter())
+        ax.xaxis.set_major_formatter(ticker.FuncFormatter(_binary))
+        ax.set_xlim(lo, hi)
+    else:
+        ax.xaxis.set_major_locator(ticker.MaxNLocator(nbins=7))
+        ax.xaxis.set_major_formatter(ticker.FuncFormatter(_plain))
+
+
+def _tick_texts(axis: Any, lim: tuple[float, float]) -> list[str]:
+    """The labels a formatted axis will draw within its limits, without drawing."""
+    lo, hi = sorted(lim)
+    locs = [v for v in axis.get_major_locator()() if lo - 1e-12 * abs(lo) <= v <= hi + 1e-12 * abs(hi)]
+    fmt = axis.get_major_formatter()
+    return [t for t in fmt.format_ticks(locs) if t] if locs else []
+
+
+def _text_inches(texts: list[str], size: int) -> float:
+    return max((len(t) for t in texts), default=0) * kCharInches[size]
+
+
+def _wrap(text: str, inches: float, size: int) -> str:
+    return textwrap.fill(text, max(12, int(inches / kCharInches[size])))
+
+
+def _lines(text: str) -> int:
+    return text.count("\n") + 1 if text else 0
+
+
+def _y_margin(ax: Any) -> float:
+    """Inches left of an axes for its y tick labels and its y label."""
+    ticks = _text_inches(_tick_texts(ax.yaxis, ax.get_ylim()), kTickFont)
+    return kTickPadInches + ticks + 0.08 + _lines(ax.get_ylabel()) * kLineInches[kLabelFont] + 0.05
+
+
+def _x_margin(ax: Any, panel_inches: float, bar: bool) -> float:
+    """Inches under an axes for its x tick labels and its x label; rotates tick labels too wide
+    for their share of the panel."""
+    texts = [t.get_text() for t in ax.get_xticklabels()] if bar else _tick_texts(ax.xaxis, ax.get_xlim())
+    widest = _text_inches(texts, kTickFont)
+    slot_inches = panel_inches / max(len(texts), 1)
+    tick_h = kLineInches[kTickFont]
+    if texts and widest > slot_inches * 0.9:
+        ax.tick_params(axis="x", labelrotation=30)
+        for t in ax.get_xticklabels():
+            t.set_horizontalalignment("right")
+            t.set_rotation_mode("anchor")
+        tick_h = widest * 0.5 + kLineInches[kTickFont] * 0.87
+    return kTickPadInches + tick_h + 0.05 + _lines(ax.get_xlabel()) * kLineInches[kLabelFont] + 0.05
+
+
+def _figure(fig_data: Figure, stem: str) -> Optional[Any]:
+    """The matplotlib figure of one experiment, laid out; None when nothing is drawable."""
     p = fig_data.plot
     facets = fig_data.facets()
     rows_all = [r for t in fig_data.tables for r in t.rows]
@@ -276,46 +400,71 @@ def draw(fig_data: Figure, out_dir: pathlib.Path, stem: str) -> Optional[dict[st
     colors = {s: palette[j % len(palette)] for j, s in enumerate(fig_data.series())}
     gid = _Gids()
     legend: dict[str, Any] = {}  # label -> handle, over every facet: one legend under the panels
+    panel_in = (width - 1.6 * ncols) / ncols  # a panel's width, less its margins, for wrapping titles
+    title_lines, x_margin, y_margin = 0, 0.0, [0.0] * ncols
     for i, facet in enumerate(facets):
         curves = fig_data.curves(facet)
         for c in curves:
             colors.setdefault(c["series"], palette[len(colors) % len(palette)])
         if table_kind:
             _draw_table(axes[i][0], fig_data, facet)
+            title_lines = max(title_lines, _lines(axes[i][0].get_title()))
             continue
         cats = sorted({x for c in curves for x, _, _ in c["points"]}, key=_key)
         ax, ax_n = axes[i]
         _draw_panel(ax, curves, p, colors, cats, gid)
-        ax.set_ylabel(_label(p, "y"))
-        norm, where = normalized(curves, p.get("x", "x"))
+        ax.set_ylabel(_wrap(_label(p, "y"), kLabelChars * kCharInches[kLabelFont], kLabelFont), fontsize=kLabelFont)
+        norm, where = normalized(curves, p)
         _draw_panel(ax_n, norm, {**p, "error_bars": False}, colors, cats, gid)
-        ax_n.set_ylabel(f"relative to {where}" if where else "relative")
-        facet_title = f"{p['facet']}={facet}: " if p.get("facet") else ""
-        ax.set_title(f"{facet_title}absolute", fontsize=9)
-        ax_n.set_title(f"{facet_title}each kind ÷ its value at {where}" if where else "normalized", fontsize=9)
+        ax_n.set_ylabel("relative value (ratio)", fontsize=kLabelFont)
+        facet_title = f"{labels.facet(p, facet)}: " if p.get("facet") else ""
+        ax.set_title(_wrap(f"{facet_title}absolute", panel_in, kPanelTitleFont), fontsize=kPanelTitleFont)
+        ax_n.set_title(_wrap(f"{facet_title}each kind ÷ its value at {where}" if where else f"{facet_title}normalized",
+                             panel_in, kPanelTitleFont), fontsize=kPanelTitleFont)
+        title_lines = max(title_lines, _lines(ax.get_title()), _lines(ax_n.get_title()))
         for h, label in zip(*ax.get_legend_handles_labels()):
             legend.setdefault(label, h)
-    fig.suptitle(textwrap.fill(fig_data.experiment.get("title", stem), int(width * kTitleCharsPerInch)), fontsize=10)
-    notes = [n for t in fig_data.tables for n in t.not_run_notes()]
+        for j, a in enumerate((ax, ax_n)):
+            _format_axes(a, p, p.get("kind") == "bar")
+            y_margin[j] = max(y_margin[j], _y_margin(a))
+            x_margin = max(x_margin, _x_margin(a, panel_in, p.get("kind") == "bar"))
+    suptitle = textwrap.fill(fig_data.experiment.get("title", stem), int(width * kTitleCharsPerInch))
+    notes = [n for t in fig_data.tables for n in t.not_run_notes(readable=True)]
     # The points that did not run (not modeled, unsupported on this host) are named with the
     # reason, never drawn as values.
     text = "\n".join(textwrap.fill(n, int(width * kNoteCharsPerInch)) for n in notes)
     note_lines = text.count("\n") + 1 if notes else 0
-    legend_cols = 3 if ncols == 2 else 2
+    widest = max((len(label) for label in legend), default=0) * kCharInches[kLegendFont] + 0.55
+    legend_cols = max(1, min(3 if ncols == 2 else 2, int((width - 0.3) / widest)))
     legend_lines = math.ceil(len(legend) / legend_cols)
-    bottom_in = kNoteLineInches * (note_lines + legend_lines * kLegendLineScale)
-    fig.set_figheight(fig.get_figheight() + bottom_in)
+    bottom_in = kNoteLineInches * (note_lines + legend_lines * kLegendLineScale) + 0.05
+    if table_kind:
+        x_margin = 0.1
+    top_in = 0.12 + _lines(suptitle) * kLineInches[10] + 0.08 + title_lines * kLineInches[kPanelTitleFont] + 0.05
+    row_gap = x_margin + title_lines * kLineInches[kPanelTitleFont] + 0.2
+    left_in = max(0.3, y_margin[0])
+    gap_in = y_margin[1] + 0.25 if ncols == 2 else 0.0
+    panel_h = kPanelInches[1] - 0.9
+    fig.set_figheight(top_in + bottom_in + x_margin + len(facets) * panel_h + (len(facets) - 1) * row_gap)
+    fig.suptitle(suptitle, fontsize=10, y=1 - 0.1 / fig.get_figheight())
     if notes:
         fig.text(0.01, 0.01, text, fontsize=7, color="#a05000", va="bottom")
     if legend:
-        fig.legend(list(legend.values()), list(legend), loc="lower center", ncol=legend_cols, fontsize=7, frameon=False,
-                   bbox_to_anchor=(0.5, kNoteLineInches * note_lines / fig.get_figheight()))
-    # Fixed margins instead of tight_layout, which measured every tick label again and took a
-    # third of the report's time.
+        fig.legend(list(legend.values()), list(legend), loc="lower center", ncol=legend_cols, fontsize=kLegendFont,
+                   frameon=False, bbox_to_anchor=(0.5, (kNoteLineInches * note_lines + 0.02) / fig.get_figheight()))
     w, h = fig.get_figwidth(), fig.get_figheight()
-    fig.subplots_adjust(left=kLeftInches / w, right=1 - kRightInches / w, top=1 - kTopInches / h,
-                        bottom=(bottom_in + kAxisLabelInches) / h, wspace=kPanelGapInches / (w / ncols),
-                        hspace=kRowGapInches / (h / len(facets)))
+    panel_w = (w - left_in - kRightInches - gap_in * (ncols - 1)) / ncols
+    fig.subplots_adjust(left=left_in / w, right=1 - kRightInches / w, top=1 - top_in / h,
+                        bottom=(bottom_in + x_margin) / h, wspace=gap_in / panel_w, hspace=row_gap / panel_h)
+    return fig
+
+
+def draw(fig_data: Figure, out_dir: pathlib.Path, stem: str) -> Optional[dict[str, pathlib.Path]]:
+    """Per facet, two panels: absolute values of every kind, and each kind normalized to its own
+    reference point. A table plot is one table with a column per kind."""
+    fig = _figure(fig_data, stem)
+    if fig is None:
+        return None
     out_dir.mkdir(parents=True, exist_ok=True)
     paths = {"png": out_dir / f"{stem}.png", "svg": out_dir / f"{stem}.svg"}
     fig.savefig(paths["png"], dpi=kDpi)
@@ -327,21 +476,26 @@ def draw(fig_data: Figure, out_dir: pathlib.Path, stem: str) -> Optional[dict[st
 def _draw_table(ax: Any, fig_data: Figure, facet: Any) -> None:
     p = fig_data.plot
     ax.axis("off")
-    lead = [series_name(p)] if p.get("series") else []
+    lead = [labels.noun(labels.series_names(p)[0]) if len(labels.series_names(p)) == 1 else "series"] \
+        if p.get("series") else []
     keys = sorted({(r["series"], r["x"]) for t in fig_data.tables for r in t.rows if same(r["facet"], facet)},
                   key=lambda k: (_key(k[0]), _key(k[1])))
     cells = []
     for s, x in keys:
         values = [_cell(t, facet, s, x) for t in fig_data.tables]
         paper = fig_data.tables[0].reference_value(facet, s, x)
-        cells.append(([str(s)] if lead else []) + [str(x), *values, "" if paper is None else f"{paper:.4g}"])
+        cells.append(([labels.series(p, s)] if lead else [])
+                     + [labels.category(p.get("x"), x), *values, "" if paper is None else f"{paper:.4g}"])
     if cells:
-        heads = [f"{p.get('y', '')} {t.label()}" for t in fig_data.tables]
-        tab = ax.table(cellText=cells, colLabels=lead + [p.get("x", ""), *heads, "paper"], loc="center")
+        heads = [t.legend_label() for t in fig_data.tables]
+        tab = ax.table(cellText=cells, colLabels=lead + [labels.axis(p, "x"), *heads, "paper"], loc="center")
+        tab.auto_set_font_size(False)
+        tab.set_fontsize(8)
+        tab.auto_set_column_width(list(range(len(cells[0]))))
         tab.scale(1, 1.3)
         tab.set_gid(f"rdl-table-{'-'.join(t.what for t in fig_data.tables)}{'-paper' if fig_data.reference else ''}")
-    if p.get("facet"):
-        ax.set_title(f"{p['facet']}={facet}", fontsize=9)
+    title = labels.axis(p, "y")
+    ax.set_title(f"{labels.facet(p, facet)}: {title}" if p.get("facet") else title, fontsize=kPanelTitleFont)
 
 
 def _cell(t: Table, facet: Any, series: Any, x: Any) -> str:

@@ -15,6 +15,7 @@ from harness.experiment import parse as parse_experiment
 from harness.store import Store, kFinalStatuses, kNotRun, utc_now
 from harness.yamlloc import ConfigError
 
+from . import labels
 from .figures import Figure, Table, draw, series_name
 
 # Counts the figures that really loaded, for people (title) and for the headless-browser test (data-*).
@@ -56,14 +57,19 @@ kVerdictClass = {concl.kHolds: "holds", concl.kFails: "fails", concl.kNotEvaluat
 
 def _data_table(fig: Figure) -> str:
     p = fig.plot
-    head = "".join(f"<th>{_e(h)}</th>" for h in (p.get("facet"), series_name(p), p.get("x")) if h)
-    kinds = "".join(f"<th>{_e(t.label())} {_e(p.get('y'))} (mean)</th><th>stdev</th><th>n</th><th>failed</th>"
-                    for t in fig.tables)
+    names = (p.get("facet"), series_name(p), p.get("x"))
+    readers = (labels.noun(p["facet"]) if p.get("facet") else None,
+               (labels.noun(p["series"]) if isinstance(p.get("series"), str) else "series") if p.get("series") else None,
+               labels.axis(p, "x") if p.get("x") else None)
+    head = "".join(f'<th title="{_e(h)}">{_e(r)}</th>' for h, r in zip(names, readers) if h)
+    kinds = "".join(f"<th>{_e(t.legend_label())}: mean {_e(labels.axis(p, 'y'))}</th><th>stdev</th><th>n</th>"
+                    "<th>failed</th>" for t in fig.tables)
     out = [f"<table><tr>{head}{kinds}<th>paper</th><th class=\"l\">did not run</th></tr>"]
     keys = sorted({(r["facet"], r["series"], r["x"]) for t in fig.tables for r in t.rows},
                   key=lambda k: tuple(figures_key(v) for v in k))
     for k in keys:
-        cells = "".join(f"<td>{_e(v)}</td>" for v, h in zip(k, (p.get("facet"), series_name(p), p.get("x"))) if h)
+        shown = (labels.facet(p, k[0]), labels.series(p, k[1]), labels.category(p.get("x"), k[2]))
+        cells = "".join(f'<td title="{_e(h)}={_e(v)}">{_e(r)}</td>' for v, h, r in zip(k, names, shown) if h)
         reason = ""
         for t in fig.tables:
             r = next((r for r in t.rows if (r["facet"], r["series"], r["x"]) == k), None)
