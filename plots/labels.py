@@ -3,7 +3,7 @@
 The programs describe themselves (`BIN --describe`, read through harness.describe): every system's
 and mode's summary, every parameter's unit and help. What a reader needs beyond that is a short
 display name per described value (a kv system, a sequencer design, a verb), kept here in one table
-keyed by the described names; tests/python/test_figure_labels.py checks that every system, design
+keyed by the described names; tests/python/test_figure_text.py checks that every system, design
 and verb the programs describe has one, and that a kv system's summary names it, so a new system
 without a display name fails a test.
 
