@@ -223,10 +223,6 @@ def normalized(curves: list[dict[str, Any]], plot: dict[str, Any]) -> tuple[list
     return out, f"{series}, {x}" if series else x
 
 
-def _label(p: dict[str, Any], axis: str) -> str:
-    return labels.axis(p, axis)
-
-
 kStyles = {  # kind -> matplotlib style; the legend names the kind in every label too
     "measured": {"linestyle": "-", "marker": "o", "markersize": 4},
     "predicted": {"linestyle": "--", "marker": "s", "markersize": 4, "markerfacecolor": "none"},
@@ -284,7 +280,7 @@ def _draw_panel(ax: Any, curves: list[dict[str, Any]], p: dict[str, Any], colors
         ax.set_xscale("log", base=2)
     if p.get("ylog"):
         ax.set_yscale("log")
-    ax.set_xlabel(_label(p, "x"), fontsize=kLabelFont)
+    ax.set_xlabel(labels.axis(p, "x"), fontsize=kLabelFont)
     ax.tick_params(labelsize=kTickFont)
     ax.grid(True, alpha=0.3)
 
@@ -293,10 +289,8 @@ def _plain(v: float, _pos: Any = None) -> str:
     """A tick of a linear or decimal log axis: a plain number, SI prefixes from 10^4 (no "9 x 10^0")."""
     if v == 0:
         return "0"
-    if abs(v) >= 10_000:
-        for div, prefix in ((1e9, "G"), (1e6, "M"), (1e3, "k")):
-            if abs(v) >= div:
-                return f"{v / div:.3g}{prefix}"
+    if abs(v) >= labels.kSiFromAbs:
+        return labels.si(v)
     return f"{v:.4g}" if abs(v) >= 1e-3 else f"{v:.1e}"
 
 
@@ -413,7 +407,7 @@ def _figure(fig_data: Figure, stem: str) -> Optional[Any]:
         cats = sorted({x for c in curves for x, _, _ in c["points"]}, key=_key)
         ax, ax_n = axes[i]
         _draw_panel(ax, curves, p, colors, cats, gid)
-        ax.set_ylabel(_wrap(_label(p, "y"), kLabelChars * kCharInches[kLabelFont], kLabelFont), fontsize=kLabelFont)
+        ax.set_ylabel(_wrap(labels.axis(p, "y"), kLabelChars * kCharInches[kLabelFont], kLabelFont), fontsize=kLabelFont)
         norm, where = normalized(curves, p)
         _draw_panel(ax_n, norm, {**p, "error_bars": False}, colors, cats, gid)
         ax_n.set_ylabel("relative value (ratio)", fontsize=kLabelFont)

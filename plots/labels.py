@@ -126,6 +126,17 @@ def parse(text: Any) -> Any:
     return text
 
 
+kSiFromAbs = 10_000  # from here on a number reads with an SI prefix: 12.5k, not 12500
+
+
+def si(v: float) -> str:
+    """A number of at least kSiFromAbs with its SI prefix, three significant digits."""
+    for div, prefix in ((1_000_000_000, "G"), (1_000_000, "M"), (1_000, "k")):
+        if abs(v) >= div:
+            return f"{v / div:.3g}{prefix}"
+    return f"{v:.3g}"
+
+
 def number(v: float) -> str:
     """A number as a reader writes it: no trailing .0, thousands grouped with SI prefixes above 10^4."""
     if isinstance(v, bool):
@@ -133,11 +144,7 @@ def number(v: float) -> str:
     if isinstance(v, float) and v.is_integer():
         v = int(v)
     if isinstance(v, int):
-        if abs(v) >= 10_000:
-            for div, prefix in ((1_000_000_000, "G"), (1_000_000, "M"), (1_000, "k")):
-                if abs(v) >= div:
-                    return f"{v / div:.3g}{prefix}"
-        return str(v)
+        return si(v) if abs(v) >= kSiFromAbs else str(v)
     return f"{v:.3g}"
 
 
