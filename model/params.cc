@@ -13,12 +13,6 @@ using nlohmann::json;
 constexpr double kMaxCount = 1ll << 50;  // integer ranges beyond any run, exact in a double
 constexpr uint64_t kBenchDefaultKeys = 4 << 20;  // rdmalab-bench --keys 0
 
-std::string Join(const std::vector<std::string>& v) {
-  std::string out;
-  for (const auto& s : v) out += (out.empty() ? "" : ", ") + s;
-  return out;
-}
-
 // Rows' apply functions: the value is already checked against the row's type, range, choices.
 #define SET(field, T) [](PointDraft& d, const json& v) { d.p.field = static_cast<T>(v.get<int64_t>()); }
 #define SET_NUM(field) [](PointDraft& d, const json& v) { d.p.field = v.get<double>(); }

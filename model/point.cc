@@ -10,12 +10,6 @@ namespace {
 
 using nlohmann::json;
 
-std::string Join(const std::vector<std::string>& v) {
-  std::string out;
-  for (const auto& s : v) out += (out.empty() ? "" : ", ") + s;
-  return out;
-}
-
 std::string OneOf(const std::string& field, const std::string& value, const std::vector<std::string>& valid) {
   if (std::find(valid.begin(), valid.end(), value) == valid.end())
     throw ModelError("params." + field + " = '" + value + "' is not valid (valid: " + Join(valid) + ")");

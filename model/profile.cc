@@ -105,12 +105,6 @@ const std::vector<FieldInfo> kFields = {
 
 const std::vector<std::string> kLinkKinds = {"ib", "roce_v1", "roce_v2"};
 
-std::string Join(const std::vector<std::string>& v) {
-  std::string out;
-  for (const auto& s : v) out += (out.empty() ? "" : ", ") + s;
-  return out;
-}
-
 std::vector<std::string> FieldsUnder(const std::string& section) {
   std::vector<std::string> out;
   for (const auto& f : kFields) {
@@ -265,6 +259,12 @@ Profile LoadProfile(const std::string& name_or_path, const std::string& dir) {
   std::stringstream text;
   text << in.rdbuf();
   return LoadProfileFromString(text.str(), file.string(), file.parent_path().string());
+}
+
+std::string Join(const std::vector<std::string>& names) {
+  std::string out;
+  for (const auto& name : names) out += (out.empty() ? "" : ", ") + name;
+  return out;
 }
 
 }  // namespace rdmalab::model

@@ -17,6 +17,9 @@ struct ModelError : std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
+// "a, b, c": the valid names a ModelError lists.
+std::string Join(const std::vector<std::string>& names);
+
 // NIC processing: aggregate service time per operation with every processing unit (PU)
 // busy, split into the requester ("tx") and responder ("rx") engines (herd14: an ECHO
 // costs an inbound WRITE and an outbound SEND, yet 20 M ECHOs/s > 1/(1/35 + 1/30)).
