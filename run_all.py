@@ -45,10 +45,22 @@ def report(out: pathlib.Path, console: Console, paper: str | None = None) -> int
     return 0
 
 
+def explore(argv: list[str], console: Console) -> int:
+    """Explore a design space (harness/explore/), then draw its report (plots/explore_report.py)."""
+    from harness.explore import command
+    from plots.explore_report import write_explore_report
+    outcome = command.main(argv, console, cli.kRoot)
+    if outcome.summary is not None:
+        console.print(f"report: {write_explore_report(outcome.summary)}")
+    return outcome.rc
+
+
 def main(argv: list[str] | None = None) -> int:
     """Run (harness/), then report (plots/): the two layers meet only here."""
     argv = list(sys.argv[1:] if argv is None else argv)
     console = Console(stderr=True)
+    if argv and argv[0] == "explore":
+        return explore(argv[1:], console)
     if argv and argv[0] == "report":
         rp = argparse.ArgumentParser(prog="run_all.py report")
         rp.add_argument("--out", default=str(cli.kRoot / "results"))

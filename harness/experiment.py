@@ -205,7 +205,12 @@ def _check_sweep_block(ck: Checker, node: Any, line: int, where: str) -> dict[st
 
 def parse(path: str | pathlib.Path) -> Experiment:
     path = pathlib.Path(path)
-    data = yamlloc.load(path)
+    return parse_node(path, yamlloc.load(path))
+
+
+def parse_node(path: pathlib.Path, data: Any) -> Experiment:
+    """An experiment from a mapping loaded by yamlloc, its errors at the lines it carries (the
+    explorer builds one from a space file, whose lines it keeps)."""
     ck = Checker(str(path))
     if not isinstance(data, dict):
         raise ConfigError(f"{path}:1: an experiment file must be a mapping, got {type_name(data)}")

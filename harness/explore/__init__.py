@@ -1,0 +1,1 @@
+"""Design-space exploration: `./run_all.py explore SPACE.yaml` (command.py; README: harness/README.md)."""

@@ -1,0 +1,144 @@
+"""Measuring designs on the backend through the normal runner: each batch of designs is written
+as an experiment file (its sweep a zip of the designs) and run by the coordinator with resume,
+so a stored point is never measured twice, every point is stored with its provenance, and every
+point has the experiment's deadline. The same writer makes the anomalies' minimal files."""
+from __future__ import annotations
+
+import json
+import pathlib
+import statistics
+import time
+from typing import Any, Optional
+
+import yaml
+from rich.console import Console
+
+from ..coordinator import Coordinator, Options, Planned, load_all
+from ..inventory import Inventory
+from ..metrics import point_value
+from ..runner import RunConfig
+from ..store import Store, kFinalStatuses
+from ..suites import Target
+from ..sweep import Reduction, expand
+from ..yamlloc import plain
+from .scoring import design_point
+from .space import Space
+
+kChunkPoints = 4            # with a deadline: points run between two looks at the clock
+
+
+def experiment_document(space: Space, exp_id: str, title: str, description: str,
+                        rows: list[dict[str, Any]], fixed: Optional[dict[str, Any]] = None) -> dict[str, Any]:
+    """An experiment of the space's fixed part, `fixed` dimension values as parameters, and the
+    rows (values of the other dimensions) as a zip sweep."""
+    node = space.node
+    doc: dict[str, Any] = {"id": exp_id, "title": title, "description": description}
+    for key in ("binary", "mode", "roles", "labels", "model_params", "timeout_s", "link", "backends"):
+        if key in node:
+            doc[key] = plain(node[key])
+    if space.exp.binary and "binary" in node:
+        doc["binary"] = space.exp.binary   # resolved: the file lives elsewhere than the space
+    params = {**space.exp.params, **(fixed or {})}
+    if params:
+        doc["params"] = params
+    varying = [d for d in space.dims if d not in (fixed or {})]
+    if rows and varying:
+        doc["sweep"] = {"zip": {d: [r[d] for r in rows] for d in varying}}
+    metric = space.objective.metric
+    doc["plot"] = {"x": varying[0] if varying and rows else next(iter(space.dims)), "y": metric, "kind": "bar"}
+    for key in ("role", "aggregate"):
+        if getattr(space.objective, key):
+            doc["plot"][key] = getattr(space.objective, key)
+    return doc
+
+
+def write_experiment(path: pathlib.Path, doc: dict[str, Any]) -> pathlib.Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("# written by ./run_all.py explore; runnable as ./run_all.py " + path.name + "\n"
+                    + yaml.safe_dump(doc, sort_keys=False, width=110))
+    return path
+
+
+def measured_value(space: Space, rec: dict[str, Any]) -> Optional[float]:
+    """The objective's metric of a stored point (not divided by a cost)."""
+    metric, role = space.objective.metric, space.objective.role
+    if metric != "pcie_bytes_per_op":
+        return point_value(rec, metric, role, space.objective.aggregate)
+    if rec.get("status") != "ok":
+        return None
+    per_process = []
+    for r in rec.get("roles") or []:
+        doc = r.get("document") or {}
+        if role and r["role"] != role:
+            continue
+        pcie = doc.get("pcie") or {}
+        side = pcie.get("measured") or pcie.get("modeled") or {}
+        if side.get("h2d_bytes_per_op") is not None and side.get("d2h_bytes_per_op") is not None:
+            per_process.append(side["h2d_bytes_per_op"] + side["d2h_bytes_per_op"])
+    return statistics.fmean(per_process) if per_process else None
+
+
+class Measurer:
+    """Measures designs on the backend; knows the budget of points and the deadline."""
+
+    def __init__(self, space: Space, cfg: RunConfig, inventory: Inventory, store: Store, console: Console,
+                 work_dir: pathlib.Path, budget_points: int, deadline: Optional[float]):
+        self.space, self.cfg, self.inventory, self.store, self.console = space, cfg, inventory, store, console
+        self.path = work_dir / "measure" / f"{space.id}.yaml"
+        self.budget_points = budget_points
+        self.deadline = deadline
+        self.rows: list[dict[str, Any]] = []     # every design asked for so far (the file's zip)
+        self.ran = 0                             # points this explore ran (resumed ones are free)
+        self.interrupted = False
+
+    def record(self, design: dict[str, Any]) -> Optional[dict[str, Any]]:
+        """The stored point of a design, if any."""
+        pid = design_point(self.space.exp, self.space.params(design)).id
+        path = self.store.point_path(self.cfg.backend, self.space.id, pid)
+        if not path.exists():
+            return None
+        return json.loads(path.read_text())
+
+    def stored_final(self, design: dict[str, Any]) -> bool:
+        rec = self.record(design)
+        return rec is not None and rec.get("status") in kFinalStatuses
+
+    def left(self) -> int:
+        return max(0, self.budget_points - self.ran)
+
+    def out_of_time(self) -> bool:
+        return self.deadline is not None and time.monotonic() >= self.deadline
+
+    def measure(self, designs: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+        """Runs the designs not stored yet (as many as the budget and the deadline allow);
+        returns the stored point of every design that has one, keyed by repr of the design."""
+        for d in designs:
+            if d not in self.rows:
+                self.rows.append(d)
+        todo_designs = [d for d in designs if not self.stored_final(d)]
+        if todo_designs and not self.interrupted:
+            doc = experiment_document(self.space, self.space.id, f"{self.space.exp.title}: designs measured by explore",
+                                      f"The designs `./run_all.py explore {self.space.path.name}` measured "
+                                      f"(written by it; the point ids are those of the space).", self.rows)
+            write_experiment(self.path, doc)
+            loaded = load_all([Target(self.path, Reduction())], self.cfg.backend, self.cfg.bin_dir, self.cfg.model_bin)
+            exp = loaded.experiments[0][0]
+            points = {p.id: p for p in expand(exp, Reduction(), self.cfg.backend)}
+            wanted = [design_point(self.space.exp, self.space.params(d)).id for d in todo_designs]
+            todo = [points[pid] for pid in wanted if pid in points]
+            stored = {pid: st for pid in points if (st := self.store.status(self.cfg.backend, exp.id, pid))}
+            while todo and self.left() > 0 and not self.out_of_time():
+                chunk_size = kChunkPoints if self.deadline is not None else len(todo)
+                chunk, todo = todo[:min(chunk_size, self.left())], todo[min(chunk_size, self.left()):]
+                coord = Coordinator(self.cfg, self.inventory, self.store, Options(self.cfg.backend, resume=True),
+                                    self.console)
+                rc = coord.run([Planned(exp, list(points.values()), chunk, stored)])
+                self.ran += len(chunk)
+                if coord.interrupted or rc == 130:
+                    self.interrupted = True
+                    break
+        return self.records(designs)
+
+    def records(self, designs: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+        """The stored point of every design that has one, keyed by repr of the design."""
+        return {repr(d): rec for d in designs if (rec := self.record(d)) is not None}
