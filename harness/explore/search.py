@@ -15,6 +15,7 @@ from .space import Space
 kStartTemperature = 0.5     # in units of log(objective): early moves accept a 40% worse design half the time
 kEndTemperature = 0.01
 kRestartAfterSteps = 12     # moves without a new best before starting again from a random design
+kStaleSteps = 200           # moves in a row that score no new design: the reachable space is covered
 
 
 @dataclasses.dataclass
@@ -102,13 +103,16 @@ class Search:
         current = dict(space.baseline)
         cur = self.evaluate([current])[0]
         best = cur
-        since_best = 0
-        while len(self.seen) < evaluations and dims:
+        since_best = stale = 0
+        # A space whose constraints leave fewer designs than the budget is covered before the
+        # budget is spent: the walk ends after kStaleSteps moves that score nothing new.
+        while len(self.seen) < evaluations and dims and stale < kStaleSteps:
             progress = min(1.0, len(self.seen) / max(1, evaluations))
             temperature = kStartTemperature * (kEndTemperature / kStartTemperature) ** progress
             dim = rng.choice(dims)
-            line = [s for s in self.evaluate(self.line(current, dim)) if s.value is not None and s.value > 0]
             before = len(self.seen)
+            line = [s for s in self.evaluate(self.line(current, dim)) if s.value is not None and s.value > 0]
+            stale = stale + 1 if len(self.seen) == before else 0
             if line:
                 cand = rng.choice(line)
                 if cur.value is None or cur.value <= 0:
@@ -125,7 +129,7 @@ class Search:
                     current, cur = cand.design, cand
             else:
                 since_best += 1
-            if since_best >= kRestartAfterSteps or len(self.seen) == before and since_best > len(dims):
+            if since_best >= kRestartAfterSteps:
                 restart = self._random_design(rng)
                 if restart is not None:
                     current, cur = restart, self.evaluate([restart])[0]
