@@ -78,6 +78,16 @@ def measured_value(space: Space, rec: dict[str, Any]) -> Optional[float]:
     return statistics.fmean(per_process) if per_process else None
 
 
+class _Coordinator(Coordinator):
+    """The coordinator with its progress, but without a summary table after every batch (an
+    explore runs many small ones); the store's index and CSV are written as always."""
+
+    def finish(self, plans: list[Planned]) -> None:
+        for pl in plans:
+            self.store.export_csv(self.opts.backend, pl.exp.id)
+        self.store.write_index()
+
+
 class Measurer:
     """Measures designs on the backend; knows the budget of points and the deadline."""
 
@@ -130,7 +140,7 @@ class Measurer:
             while todo and self.left() > 0 and not self.out_of_time():
                 chunk_size = kChunkPoints if self.deadline is not None else len(todo)
                 chunk, todo = todo[:min(chunk_size, self.left())], todo[min(chunk_size, self.left()):]
-                coord = Coordinator(self.cfg, self.inventory, self.store, Options(self.cfg.backend, resume=True),
+                coord = _Coordinator(self.cfg, self.inventory, self.store, Options(self.cfg.backend, resume=True),
                                     self.console)
                 rc = coord.run([Planned(exp, list(points.values()), chunk, stored)])
                 self.ran += len(chunk)
