@@ -25,6 +25,9 @@ from .scoring import design_point
 from .space import Space
 
 kChunkPoints = 4            # with a deadline: points run between two looks at the clock
+# A process's PCIe bytes per operation, as its document's modeled rows count them: device to
+# host, and host to device as MMIO (doorbells, inline WQEs) and DMA-read completions.
+kPcieBytesPerOp = ("pcie_d2h_bytes", "pcie_mmio_bytes", "pcie_dma_cpl_bytes")
 
 
 def experiment_document(space: Space, exp_id: str, title: str, description: str,
@@ -66,16 +69,22 @@ def measured_value(space: Space, rec: dict[str, Any]) -> Optional[float]:
         return point_value(rec, metric, role, space.objective.aggregate)
     if rec.get("status") != "ok":
         return None
-    per_process = []
+    per_row = []
     for r in rec.get("roles") or []:
-        doc = r.get("document") or {}
         if role and r["role"] != role:
             continue
-        pcie = doc.get("pcie") or {}
-        side = pcie.get("measured") or pcie.get("modeled") or {}
-        if side.get("h2d_bytes_per_op") is not None and side.get("d2h_bytes_per_op") is not None:
-            per_process.append(side["h2d_bytes_per_op"] + side["d2h_bytes_per_op"])
-    return statistics.fmean(per_process) if per_process else None
+        pcie = (r.get("document") or {}).get("pcie") or {}
+        if r["role"] == "model":          # the model backend: its prediction's bytes per operation
+            row = ((r.get("document") or {}).get("results") or [{}])[0].get("pcie") or {}
+            if row.get("h2d_bytes_per_op") is not None and row.get("d2h_bytes_per_op") is not None:
+                per_row.append(row["h2d_bytes_per_op"] + row["d2h_bytes_per_op"])
+            continue
+        # A process's PCIe accounting (model/wr_accounting.h, what softnic counts): both directions.
+        for row in (pcie.get("modeled") or {}).get("rows") or []:
+            per_op = row.get("per_op") or {}
+            if all(k in per_op for k in kPcieBytesPerOp):
+                per_row.append(sum(per_op[k] for k in kPcieBytesPerOp))
+    return statistics.fmean(per_row) if per_row else None
 
 
 class _Coordinator(Coordinator):
