@@ -12,8 +12,8 @@ import subprocess
 import textwrap
 import time
 
+import jsonschema
 import pytest
-from rich.console import Console
 
 from conftest import kRoot, kRunAll
 from harness.explore import command
@@ -165,6 +165,9 @@ def test_interrupted_explore_resumes_without_remeasuring(resumed):
     assert len(measured) == len(after) and all(m["measured"] is not None for m in measured)
     # Measured on the model backend: scoring in lines agrees with contract 3 point by point.
     assert summary["typical_ratio"] == pytest.approx(1.0) and summary["anomalies"] == []
+    schema = json.loads((kRoot / "docs" / "schemas" / "rdmalab-explore.schema.json").read_text())
+    errors = [f"{list(e.absolute_path)}: {e.message}" for e in jsonschema.Draft202012Validator(schema).iter_errors(summary)]
+    assert errors == []
 
 
 @pytest.mark.skipif(kChromium is None, reason="chromium not installed (scripts/install-deps.sh installs it)")
