@@ -22,7 +22,7 @@ import pathlib
 import statistics
 from typing import Any, Optional
 
-from .measure import Measurer, experiment_document, measured_value, write_experiment
+from .measure import Measurer, experiment_document, measured_mean, write_experiment
 from .search import Search
 from .space import Space
 
@@ -74,11 +74,11 @@ class Finder:
         scored = self.search.evaluate(designs)
         out = []
         for d, s in zip(designs, scored):
-            rec = recs.get(repr(d))
-            if rec is None:
+            stored = recs.get(repr(d))
+            if not stored:
                 continue
-            out.append(Observation(d, measured_value(self.space, rec), s.score.metric(self.space.objective.metric),
-                                   rec["point"]["id"]))
+            out.append(Observation(d, measured_mean(self.space, stored), s.score.metric(self.space.objective.metric),
+                                   stored[0]["point"]["id"]))
         return out
 
     def _off(self, ratio: Optional[float], typical: float) -> float:

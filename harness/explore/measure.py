@@ -36,7 +36,7 @@ def experiment_document(space: Space, exp_id: str, title: str, description: str,
     rows (values of the other dimensions) as a zip sweep."""
     node = space.node
     doc: dict[str, Any] = {"id": exp_id, "title": title, "description": description}
-    for key in ("binary", "mode", "roles", "labels", "model_params", "timeout_s", "link", "backends"):
+    for key in ("binary", "mode", "roles", "labels", "model_params", "timeout_s", "link", "backends", "repeats"):
         if key in node:
             doc[key] = plain(node[key])
     if space.exp.binary and "binary" in node:
@@ -62,8 +62,14 @@ def write_experiment(path: pathlib.Path, doc: dict[str, Any]) -> pathlib.Path:
     return path
 
 
+def measured_mean(space: Space, recs: list[dict[str, Any]]) -> Optional[float]:
+    """The objective's metric of a design (not divided by a cost): the mean over its repeats."""
+    values = [v for rec in recs if (v := measured_value(space, rec)) is not None]
+    return statistics.fmean(values) if values else None
+
+
 def measured_value(space: Space, rec: dict[str, Any]) -> Optional[float]:
-    """The objective's metric of a stored point (not divided by a cost)."""
+    """The objective's metric of one stored point (not divided by a cost)."""
     metric, role = space.objective.metric, space.objective.role
     if metric != "pcie_bytes_per_op":
         return point_value(rec, metric, role, space.objective.aggregate)
@@ -110,17 +116,18 @@ class Measurer:
         self.ran = 0                             # points this explore ran (resumed ones are free)
         self.interrupted = False
 
-    def record(self, design: dict[str, Any]) -> Optional[dict[str, Any]]:
-        """The stored point of a design, if any."""
-        pid = design_point(self.space.exp, self.space.params(design)).id
-        path = self.store.point_path(self.cfg.backend, self.space.id, pid)
-        if not path.exists():
-            return None
-        return json.loads(path.read_text())
+    def point_ids(self, design: dict[str, Any]) -> list[str]:
+        """The ids of a design's points, one per repeat."""
+        return [design_point(self.space.exp, self.space.params(design), r).id for r in range(self.space.exp.repeats)]
+
+    def stored(self, design: dict[str, Any]) -> list[dict[str, Any]]:
+        """The stored points of a design (its repeats that have one)."""
+        paths = [self.store.point_path(self.cfg.backend, self.space.id, pid) for pid in self.point_ids(design)]
+        return [json.loads(p.read_text()) for p in paths if p.exists()]
 
     def stored_final(self, design: dict[str, Any]) -> bool:
-        rec = self.record(design)
-        return rec is not None and rec.get("status") in kFinalStatuses
+        recs = self.stored(design)
+        return len(recs) == self.space.exp.repeats and all(r.get("status") in kFinalStatuses for r in recs)
 
     def left(self) -> int:
         return max(0, self.budget_points - self.ran)
@@ -128,9 +135,9 @@ class Measurer:
     def out_of_time(self) -> bool:
         return self.deadline is not None and time.monotonic() >= self.deadline
 
-    def measure(self, designs: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
-        """Runs the designs not stored yet (as many as the budget and the deadline allow);
-        returns the stored point of every design that has one, keyed by repr of the design."""
+    def measure(self, designs: list[dict[str, Any]]) -> dict[str, list[dict[str, Any]]]:
+        """Runs the designs' points not stored yet (as many as the budget and the deadline
+        allow); returns the stored points of every design that has some, keyed by repr of the design."""
         for d in designs:
             if d not in self.rows:
                 self.rows.append(d)
@@ -143,7 +150,8 @@ class Measurer:
             loaded = load_all([Target(self.path, Reduction())], self.cfg.backend, self.cfg.bin_dir, self.cfg.model_bin)
             exp = loaded.experiments[0][0]
             points = {p.id: p for p in expand(exp, Reduction(), self.cfg.backend)}
-            wanted = [design_point(self.space.exp, self.space.params(d)).id for d in todo_designs]
+            wanted = [pid for d in todo_designs for pid in self.point_ids(d)
+                      if self.store.status(self.cfg.backend, exp.id, pid) not in kFinalStatuses]
             todo = [points[pid] for pid in wanted if pid in points]
             stored = {pid: st for pid in points if (st := self.store.status(self.cfg.backend, exp.id, pid))}
             while todo and self.left() > 0 and not self.out_of_time():
@@ -158,6 +166,6 @@ class Measurer:
                     break
         return self.records(designs)
 
-    def records(self, designs: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
-        """The stored point of every design that has one, keyed by repr of the design."""
-        return {repr(d): rec for d in designs if (rec := self.record(d)) is not None}
+    def records(self, designs: list[dict[str, Any]]) -> dict[str, list[dict[str, Any]]]:
+        """The stored points of every design that has some, keyed by repr of the design."""
+        return {repr(d): recs for d in designs if (recs := self.stored(d))}

@@ -55,10 +55,10 @@ def score_from_row(row: dict[str, Any]) -> Score:
                  bottleneck=row.get("bottleneck"), bottleneck_label=row.get("bottleneck_label"))
 
 
-def design_point(exp: Experiment, params: dict[str, Any]) -> Point:
+def design_point(exp: Experiment, params: dict[str, Any], repeat: int = 0) -> Point:
     """The harness's point for a design's parameters (the runner's and the store's id)."""
     roles = {r.name: (int(params[r.count]) if isinstance(r.count, str) else r.count) for r in exp.roles}
-    return Point(exp.id, 0, params, 0, roles, point_id(exp.id, params, 0, roles))
+    return Point(exp.id, 0, params, repeat, roles, point_id(exp.id, params, repeat, roles))
 
 
 def _flag_args(name: str, value: Any) -> list[str]:

@@ -27,7 +27,7 @@ from ..yamlloc import ConfigError, LocDict, LocList
 
 # Keys of a space file that are an experiment's, passed on as they are.
 kExperimentKeys = ("id", "title", "description", "binary", "mode", "roles", "params", "model_params", "labels",
-                   "timeout_s", "link", "backends")
+                   "timeout_s", "link", "backends", "repeats")
 SPACE_KEYS = {
     "dimensions": ("mapping", True, "parameter -> [values] or {range: [LO, HI], step: N} or {range: [LO, HI], "
                                     "scale: log2}; any parameter of the mode or system, or a role count's label"),
