@@ -128,8 +128,8 @@ def _anomalies(summary: dict[str, Any], report_dir: pathlib.Path) -> str:
     if summary.get("backend") is None:
         return "<p class=\"muted\">model only: anomalies need measured designs</p>"
     if not found:
-        return (f"<p>no anomaly: every measured design is within the threshold of the typical ratio, and none "
-                f"collapses against a measured neighbour</p>")
+        return ("<p>no anomaly: every measured design is within the threshold of the typical ratio, and none "
+                "collapses against a measured neighbour</p>")
     out = ""
     for i, a in enumerate(found, 1):
         path = pathlib.Path(a["file"]) if a.get("file") else None
