@@ -163,13 +163,19 @@ def main(argv: list[str], console: Console, root: pathlib.Path) -> Outcome:
                   f"{space.objective.describe()}; search: {'every design' if exhaustive else 'simulated annealing'} "
                   f"on the model", markup=False, highlight=False)
     columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
-    with Progress(*columns, console=console, transient=False) as progress:
-        total = designs if exhaustive else min(designs, int(space.search["evaluations"]))
-        task = progress.add_task("model: scoring designs", total=total)
-        search = Search(space, scorer, lambda n: progress.advance(task, n))
-        scored = search.exhaustive() if exhaustive else search.anneal(int(space.search["evaluations"]),
-                                                                     int(space.search["seed"]))
-        progress.update(task, completed=len(scored), total=len(scored))
+    try:
+        with Progress(*columns, console=console, transient=False) as progress:
+            total = designs if exhaustive else min(designs, int(space.search["evaluations"]))
+            task = progress.add_task("model: scoring designs", total=total)
+            search = Search(space, scorer, lambda n: progress.advance(task, n))
+            scored = search.exhaustive() if exhaustive else search.anneal(int(space.search["evaluations"]),
+                                                                         int(space.search["seed"]))
+            progress.update(task, completed=len(scored), total=len(scored))
+    except KeyboardInterrupt:
+        scorer.save()
+        console.print("interrupted while scoring: the scores so far are kept (scores.json); run it again to go on",
+                      markup=False)
+        return Outcome(kInterrupted)
     scorer.save()
     search_s = time.monotonic() - t0
     valued = [s for s in scored if s.value is not None]

@@ -110,10 +110,14 @@ class Scorer:
                 todo.setdefault(k, r)
         lines = self._lines(list(todo.values()), line_dim(designs))
         if lines:
-            with concurrent.futures.ThreadPoolExecutor(kParallel) as pool:
+            pool = concurrent.futures.ThreadPoolExecutor(kParallel)
+            try:
                 for done in pool.map(self._score_line, lines):
                     if progress:
                         progress(done)
+            finally:
+                # Interrupted: the lines not started are dropped, those running finish into the cache.
+                pool.shutdown(wait=True, cancel_futures=True)
         return [self.cache[k] for k in keys]
 
     @staticmethod
