@@ -10,6 +10,7 @@
 
 #include "softnic/fabric/object.h"
 #include "softnic/verbs/internal.h"
+#include "softnic/verbs/planted_fault.h"
 
 #undef ibv_get_device_list
 #undef ibv_query_port
@@ -208,6 +209,12 @@ ibv_context* ibv_open_device(ibv_device* device) {
     return nullptr;
   }
   InstallContextOps(context);
+  if (std::string error; !InstallPlantedFault(&base.ops, &error)) {
+    Warn("%s", error.c_str());
+    ibv_close_device(&base);
+    errno = EINVAL;
+    return nullptr;
+  }
   return &base;
 }
 
