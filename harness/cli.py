@@ -33,6 +33,8 @@ kKvSchema = kRoot / "kv" / "schema" / "rdmalab-kv.schema.json"
 USAGE = """run_all.py [EXPERIMENT.yaml|ID|SUITE ...] [options]     run experiments (no argument: the default suite)
        run_all.py paper herd14|guide16|nosql|roce [options]   a paper's experiments on the backend and the model,
                                                               then that paper's report (results/report/PAPER/)
+       run_all.py explore SPACE.yaml [options]                search a design space on the model, measure the best
+                                                              designs, shrink the anomalies (run_all.py explore --help)
        run_all.py report [--out DIR]                          figures + HTML report from stored results"""
 
 
