@@ -182,15 +182,8 @@ def test_explore_report_loads_in_headless_chromium(resumed):
     assert "explain: " in r.stdout and "Pareto front" in r.stdout
 
 
-def test_anomalies_found_and_shrunk_to_the_dimensions_that_make_them(tmp_path):
-    """A backend whose rate drops to a quarter only when design is atomics and threads > 1 (the model
-    predicts 10 everywhere, measurements are planted by that rule): the ratio anomaly
-    at (atomics, 4, 16) shrinks to design and threads; tx_depth goes back to the baseline."""
-    space = parse(write_space(tmp_path, "small", kSmallSpace))
-
-    def measured(d):
-        return 10.0 * (0.25 if d["design"] == "atomics" and d["threads"] > 1 else 1.0)
-
+def planted_finder(space, measured):
+    """A Finder whose backend measures `measured(design)` with no budget limit; the model predicts 10 everywhere."""
     class Backend:                    # the budget side of Finder's measurer: unlimited
         interrupted = False
 
@@ -202,6 +195,15 @@ def test_anomalies_found_and_shrunk_to_the_dimensions_that_make_them(tmp_path):
 
     finder = Finder(space, None, Backend())
     finder.observe = lambda designs, run=True: [Observation(d, measured(d), 10.0, repr(d)) for d in designs]
+    return finder
+
+
+def test_anomalies_found_and_shrunk_to_the_dimensions_that_make_them(tmp_path):
+    """A backend whose rate drops to a quarter only when design is atomics and threads > 1 (the model
+    predicts 10 everywhere, measurements are planted by that rule): the ratio anomaly
+    at (atomics, 4, 16) shrinks to design and threads; tx_depth goes back to the baseline."""
+    space = parse(write_space(tmp_path, "small", kSmallSpace))
+    finder = planted_finder(space, lambda d: 10.0 * (0.25 if d["design"] == "atomics" and d["threads"] > 1 else 1.0))
     obs = finder.observe([{"design": "herd-rpc", "threads": 1, "tx_depth": 4},
                           {"design": "herd-rpc", "threads": 2, "tx_depth": 4},
                           {"design": "atomics", "threads": 1, "tx_depth": 4},
@@ -221,3 +223,23 @@ def test_anomalies_found_and_shrunk_to_the_dimensions_that_make_them(tmp_path):
     from harness.experiment import parse as parse_experiment
     exp = parse_experiment(path)              # a valid experiment: baseline row, then the anomaly
     assert exp.sweep[0]["zip"] == {"design": ["herd-rpc", "atomics"], "threads": [1, 4]}
+
+
+def test_shrinking_keeps_a_cause_whose_move_leaves_only_a_milder_anomaly(tmp_path):
+    """A planted tenfold slowdown (atomics with threads > 1) beside a milder one of another cause
+    (tx_depth 16: 0.6x, just past the 1.5x threshold). From (atomics, 4, 16), moving design or
+    threads back leaves the milder one only: the planted anomaly has gone and both stay; moving
+    tx_depth back keeps the tenfold one. The minimal design is exactly the planted region's."""
+    space = parse(write_space(tmp_path, "small", kSmallSpace))
+    finder = planted_finder(space, lambda d: 10.0 * (0.1 if d["design"] == "atomics" and d["threads"] > 1 else 1.0)
+                            * (0.6 if d["tx_depth"] == 16 else 1.0))
+    obs = finder.observe([{"design": "herd-rpc", "threads": 1, "tx_depth": 4},
+                          {"design": "herd-rpc", "threads": 2, "tx_depth": 4},
+                          {"design": "herd-rpc-batch", "threads": 1, "tx_depth": 1},
+                          {"design": "atomics", "threads": 4, "tx_depth": 16}])
+    typical = typical_ratio(obs)
+    a = max((x for x in finder.find(obs, typical) if x.kind == "ratio"), key=lambda x: x.severity)
+    assert a.design == {"design": "atomics", "threads": 4, "tx_depth": 16}
+    finder.shrink(a, typical)
+    assert [s["result"] for s in a.steps] == ["anomaly gone: kept", "anomaly gone: kept", "anomaly persists: moved"]
+    assert a.kept == ["design", "threads"] and a.minimal == {"design": "atomics", "threads": 4, "tx_depth": 4}
