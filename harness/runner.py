@@ -44,7 +44,15 @@ kDefaultModelProfile = "cx3"   # when neither the point, --profile nor the exper
 kMaxSchemaWarnings = 10
 kTokenEnv = "RDMALAB_RENDEZVOUS_TOKEN"
 kSoftnicAuxTimeoutS = 30
+kPlantedFaultEnv = "SOFTNIC_PLANTED_FAULT"   # softnic/verbs/planted_fault.h; roles inherit it (launch_local)
 kDeferredSignals = {signal.SIGINT, signal.SIGTERM}
+
+
+def planted_fault() -> Optional[str]:
+    """The softnic fault planted for this run (this process's environment, which local roles
+    inherit); None when there is none. Recorded with each softnic point so that its numbers are
+    never taken for softnic's own."""
+    return os.environ.get(kPlantedFaultEnv) or None
 
 
 @dataclasses.dataclass
@@ -286,7 +294,8 @@ class PointRunner:
                     record["provenance"]["rendezvous"] = {"address": rv.address, "events": list(rv.events)}
                     rv.close()
                 if fabric is not None:
-                    record["provenance"]["fabric"] = {"name": fabric, "show": self.fabric_info(fabric)}
+                    record["provenance"]["fabric"] = {"name": fabric, "show": self.fabric_info(fabric),
+                                                      "planted_fault": planted_fault()}
                     self.remove_fabric(fabric)
             finally:
                 signal.pthread_sigmask(signal.SIG_SETMASK, blocked)

@@ -26,7 +26,7 @@ from .. import inventory as inventory_mod
 from .. import validate
 from ..coordinator import new_run_id
 from ..experiment import Experiment, kBackends
-from ..runner import RunConfig
+from ..runner import RunConfig, kPlantedFaultEnv, planted_fault
 from ..store import Store, atomic_write, utc_now
 from ..yamlloc import ConfigError
 from .anomalies import Finder, Observation, typical_ratio
@@ -194,7 +194,8 @@ def main(argv: list[str], console: Console, root: pathlib.Path) -> Outcome:
             "dimensions": space.dims, "baseline": space.baseline, "objective": dataclasses.asdict(space.objective),
             "costs": {k: e.text for k, e in space.costs.items()}, "constraints": [c.text for c in space.constraints],
             "mode": space.exp.mode},
-        "backend": args.backend if measured else None, "profile": scorer.request(space.params(space.baseline))["profile"],
+        "backend": args.backend if measured else None,
+        "planted_fault": planted_fault() if measured and args.backend == "softnic" else None, "profile": scorer.request(space.params(space.baseline))["profile"],
         "search": {"method": "exhaustive" if exhaustive else "annealing", "grid_designs": designs,
                    "scored": len(scored), "valued": len(valued), "seconds": round(search_s, 2),
                    "model_processes": scorer.processes, "seed": space.search["seed"]},
@@ -225,7 +226,10 @@ def _measure(space: Space, search: Search, args: argparse.Namespace, bin_dir: pa
     cfg = RunConfig(backend=args.backend, root=root, bin_dir=bin_dir, run_id=run_id, model_bin=model_bin,
                     bench_schema=bench_schema, kv_schema=kv_schema, profile=args.profile)
     measurer = Measurer(space, cfg, inv, Store(work), console, work, args.budget_points, deadline)
-    finder = Finder(space, search, measurer)
+    finder = Finder(space, search, measurer, summary["planted_fault"])
+    if summary["planted_fault"]:
+        console.print(f"softnic runs with a planted fault: {kPlantedFaultEnv}={summary['planted_fault']}",
+                      markup=False, highlight=False, soft_wrap=True)
     # A third of the budget is kept for shrinking (each step measures one design, two for a collapse).
     room = max(1, args.budget_points - args.budget_points // 3)
     chosen = _selection(space, best, front, sample, room)
