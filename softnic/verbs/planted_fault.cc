@@ -1,6 +1,5 @@
 #include "softnic/verbs/planted_fault.h"
 
-#include <cerrno>
 #include <cstdint>
 #include <cstdlib>
 #include <mutex>
@@ -52,7 +51,10 @@ bool ParseNames(std::string_view key, std::string_view text, const Named (&names
     std::string_view name = text.substr(start, end - start);
     bool known = false;
     for (const Named& n : names) {
-      if (n.name == name) *set |= uint64_t{1} << n.value, known = true;
+      if (n.name == name) {
+        *set |= uint64_t{1} << n.value;
+        known = true;
+      }
     }
     if (!known) {
       *error = std::string(key) + " '" + std::string(name) + "' is not one of";
