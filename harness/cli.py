@@ -171,6 +171,7 @@ def main(argv: Optional[list[str]] = None, console: Optional[Console] = None) ->
         return Outcome(0)
     rc = coord.run(plans)
     if backend != "model" and not args.no_model and not coord.interrupted:
-        rc = model_pass.predict(targets, backend, store.root, bin_dir, model_bin, args.force, console) or rc
+        ran = [t for _, t in loaded.experiments]
+        rc = model_pass.predict(ran, backend, store.root, bin_dir, model_bin, args.force, console) or rc
         coord.interrupted = rc == kInterrupted
     return Outcome(rc, None if args.no_report or coord.interrupted else store.root)

@@ -3,13 +3,15 @@ experiments (same suite reduction) on the model for the paper's NIC (each experi
 model_params.profile), stored under OUT/model/ as a `--backend model` run stores them, so that
 each figure draws them dashed and each conclusion is judged on them. Where a profile fitted to the
 measured backend exists (a profile file named after the backend in the model's profile
-directory, e.g. model/profiles/softnic.yaml), the experiments are predicted with it too, into
+directory: model/profiles/softnic.yaml, or RDMALAB_MODEL_PROFILES/softnic.yaml where that variable
+names the directory, as it does for rdmalab-model), the experiments are predicted with it too, into
 their own store, OUT/fitted/BACKEND/ (a prediction's point id does not name the profile, so the
 two predictions cannot share one directory), which the report draws beside the others.
 Stored predictions are kept (resume) unless --force."""
 from __future__ import annotations
 
 import dataclasses
+import os
 import pathlib
 from typing import Optional
 
@@ -25,26 +27,32 @@ from .validate import model_binary
 from .yamlloc import ConfigError
 
 kModel = "model"
-kProfileDir = pathlib.Path(__file__).resolve().parents[1] / "model" / "profiles"
+kRoot = pathlib.Path(__file__).resolve().parents[1]
+kProfileDirEnv = "RDMALAB_MODEL_PROFILES"    # rdmalab-model's own override of its profile directory
 
 
 @dataclasses.dataclass(frozen=True)
 class Pass:
     """Where the model's predictions of a measured run go, and which profile makes them."""
     out: pathlib.Path
-    profile: Optional[str]      # None: each experiment's own (the paper's NIC)
+    profile: Optional[str]      # a profile file; None: each experiment's own (the paper's NIC)
     what: str                   # for the console
 
 
-def fitted_profile(backend: str, profile_dir: pathlib.Path = kProfileDir) -> Optional[str]:
-    """The name of the profile fitted to `backend`, where one exists: the profile file named after it."""
-    return backend if (profile_dir / f"{backend}.yaml").is_file() else None
+def profile_dir() -> pathlib.Path:
+    return pathlib.Path(os.environ.get(kProfileDirEnv) or kRoot / "model" / "profiles")
 
 
-def passes(out: pathlib.Path, backend: str, profile_dir: pathlib.Path = kProfileDir) -> list[Pass]:
+def fitted_profile(backend: str) -> Optional[pathlib.Path]:
+    """The profile fitted to `backend`, where one exists: the profile file named after it."""
+    path = profile_dir() / f"{backend}.yaml"
+    return path if path.is_file() else None
+
+
+def passes(out: pathlib.Path, backend: str) -> list[Pass]:
     found = [Pass(pathlib.Path(out), None, "the papers' NICs")]
-    if (name := fitted_profile(backend, profile_dir)) is not None:
-        found.append(Pass(fitted_root(out, backend), name, f"the profile fitted to {backend} ({name})"))
+    if (path := fitted_profile(backend)) is not None:
+        found.append(Pass(fitted_root(out, backend), str(path), f"the profile fitted to {backend} ({path})"))
     return found
 
 
@@ -81,7 +89,7 @@ def predict(targets: list[Target], backend: str, out: pathlib.Path, bin_dir: pat
             console.print(f"model predictions for {p.what} not made: {len(exc.messages)} error(s) above", markup=False)
             rc = 1
             continue
-        cfg = RunConfig(backend=kModel, root=kProfileDir.parents[1], bin_dir=bin_dir, run_id=new_run_id(),
+        cfg = RunConfig(backend=kModel, root=kRoot, bin_dir=bin_dir, run_id=new_run_id(),
                         model_bin=model_bin, profile=p.profile)
         coord = Coordinator(cfg, inventory_mod.load("local"), store, opts, console)
         rc = coord.run(plans) or rc

@@ -56,6 +56,7 @@ kModel = "model"
 kFittedJudge = "fitted"
 kPaperJudge = "paper"
 kDisagreementsShown = 3     # per paper, in "what this run says"
+kRatioGapShown = 2.0        # judges that agree on the verdict are listed where their ratios are this far apart
 kJudgeNames = {kModel: "model (paper's NIC)", kFittedJudge: "model (profile fitted to the run)",
                kPaperJudge: "paper's published values"}
 kVerdictClass = {concl.kHolds: "holds", concl.kFails: "fails", concl.kNotEvaluated: "unjudged"}
@@ -170,6 +171,12 @@ def disagreement(j: Judged) -> float:
     return worst
 
 
+def _disagree(j: Judged) -> bool:
+    """Two judges differ on the verdict, or their ratios are kRatioGapShown apart."""
+    return len({v.status for v in j.verdicts.values() if v.ratio is not None}) > 1 \
+        or disagreement(j) >= math.log(kRatioGapShown)
+
+
 def _verdict_text(name: str, v: concl.Verdict) -> str:
     ratio = f" (ratio {v.ratio:.3g})" if v.ratio is not None else ""
     return f'<span class="{kVerdictClass[v.status]}">{_e(kJudgeNames.get(name, name))}: {_e(v.status)}{ratio}</span>'
@@ -196,7 +203,7 @@ def _summary(tally: dict[str, dict[str, collections.Counter]], statements: colle
                          f'{c[concl.kFails]} do not</span>, <span class="unjudged">'
                          f'{total - c[concl.kHolds] - c[concl.kFails]} not judged</span></td>')
         rows.append(f'<tr><th class="l">{_e(paper)}</th><td>{total}</td>{"".join(cells)}</tr>')
-        ranked = sorted((j for j in judged if j.paper == paper and disagreement(j) > 0), key=disagreement, reverse=True)
+        ranked = sorted((j for j in judged if j.paper == paper and _disagree(j)), key=disagreement, reverse=True)
         for j in ranked[:kDisagreementsShown]:
             verdicts = "; ".join(_verdict_text(name, v) for name, v in j.verdicts.items() if v.ratio is not None)
             worst.append(f'<li class="disagreement" data-paper="{_e(paper)}"><b>{_e(paper)}</b>: '
