@@ -76,7 +76,8 @@ class Table:
                 self.not_run[k] = skipped
                 groups.setdefault(k, [])
             elif v is None:
-                self.failed[k] += 1
+                if rec.get("status") != "ok":  # an ok point without the plot's metric did not fail
+                    self.failed[k] += 1
                 groups.setdefault(k, [])
             else:
                 groups[k].append(v)
@@ -106,7 +107,10 @@ class Table:
                     return r["mean"], ""
                 if r["not_run"]:
                     return None, f"{r['not_run'][0]} ({r['not_run'][1]})"
-                return None, f"{r['failed']} failed point(s)"
+                if r["failed"]:
+                    return None, f"{r['failed']} failed point(s)"
+                return None, (f"its points ran but report no {self.plot.get('y')}"
+                              + (f" for role {self.plot['role']}" if self.plot.get("role") else ""))
         return None, f"no {self.backend} point there"
 
     def _same_series(self, have: Any, want: Any) -> bool:
