@@ -6,7 +6,8 @@ measured backend exists (a profile file named after the backend in the model's p
 directory: model/profiles/softnic.yaml, or RDMALAB_MODEL_PROFILES/softnic.yaml where that variable
 names the directory, as it does for rdmalab-model), the experiments are predicted with it too, into
 their own store, OUT/fitted/BACKEND/ (a prediction's point id does not name the profile, so the
-two predictions cannot share one directory), which the report draws beside the others.
+two predictions cannot share one directory), which the report draws beside the others; an
+experiment that sweeps NIC profiles itself (guide16 Fig. 10) keeps them, so it has no fitted pass.
 Stored predictions are kept (resume) unless --force."""
 from __future__ import annotations
 
@@ -65,21 +66,26 @@ def predict(targets: list[Target], backend: str, out: pathlib.Path, bin_dir: pat
         console.print(f"model predictions skipped: {model} does not exist (build it: cmake --build build "
                       "--target rdmalab-model; or pass --no-model)", markup=False)
         return 1
-    supported = []
+    supported, own_profiles = [], []
     for t in targets:
         try:
-            if kModel in experiment_mod.parse(t.path).backends:
-                supported.append(t)
+            exp = experiment_mod.parse(t.path)
         except ConfigError:
             continue  # the measured run reported it already
-    if not supported:
-        return 0
+        if kModel in exp.backends:
+            supported.append(t)
+            if "profile" in exp.parameter_names():
+                own_profiles.append(t)
     rc = 0
     for p in passes(out, backend):
-        console.print(f"predicting {len(supported)} experiment(s) on the model for {p.what} (--no-model skips this)",
+        # An experiment that sweeps NIC profiles (guide16 Fig. 10) names its own: a fitted profile would not apply.
+        chosen = [t for t in supported if p.profile is None or t not in own_profiles]
+        if not chosen:
+            continue
+        console.print(f"predicting {len(chosen)} experiment(s) on the model for {p.what} (--no-model skips this)",
                       markup=False, highlight=False)
         try:
-            loaded = load_all(supported, kModel, bin_dir, model_bin)
+            loaded = load_all(chosen, kModel, bin_dir, model_bin)
             store = Store(p.out)
             opts = Options(backend=kModel, resume=not force, force=force)
             plans = plan(loaded.experiments, store, opts)
