@@ -37,6 +37,7 @@ kLineInches = {10: 0.2, 9: 0.18, 8: 0.16, 7: 0.14}       # one line of text
 kTickFont, kLabelFont, kPanelTitleFont, kLegendFont = 9, 9, 9, 7
 kTickPadInches = 0.12          # tick marks and their pad
 kLabelChars = 40               # a y label longer than this wraps
+kTickRotationsDeg = (30, 45, 90)   # x tick labels too wide for their slot turn by the least of these that fits
 
 
 def _key(v: Any) -> tuple:
@@ -373,7 +374,7 @@ def _text_inches(texts: list[str], size: int) -> float:
 
 
 def _wrap(text: str, inches: float, size: int) -> str:
-    return textwrap.fill(text, max(12, int(inches / kCharInches[size])))
+    return textwrap.fill(text, max(12, int(inches / kCharInches[size])), break_on_hyphens=False)  # FaRM-em stays whole
 
 
 def _lines(text: str) -> int:
@@ -392,13 +393,21 @@ def _x_margin(ax: Any, panel_inches: float, bar: bool) -> float:
     texts = [t.get_text() for t in ax.get_xticklabels()] if bar else _tick_texts(ax.xaxis, ax.get_xlim())
     widest = _text_inches(texts, kTickFont)
     slot_inches = panel_inches / max(len(texts), 1)
-    tick_h = kLineInches[kTickFont]
+    line = kLineInches[kTickFont]
+    tick_h = line
     if texts and widest > slot_inches * 0.9:
-        ax.tick_params(axis="x", labelrotation=30)
+        # A rotated label takes the width of its projection (and its box is what the layout test
+        # measures): the least rotation that keeps neighbours apart.
+        angle = next((a for a in kTickRotationsDeg
+                      if widest * math.cos(math.radians(a)) + line * math.sin(math.radians(a)) <= slot_inches * 0.95),
+                     kTickRotationsDeg[-1])
+        ax.tick_params(axis="x", labelrotation=angle)
         for t in ax.get_xticklabels():
             t.set_horizontalalignment("right")
             t.set_rotation_mode("anchor")
-        tick_h = widest * 0.5 + kLineInches[kTickFont] * 0.87
+            if angle == 90:
+                t.set_verticalalignment("center")  # upright labels centred under their ticks
+        tick_h = widest * math.sin(math.radians(angle)) + line * math.cos(math.radians(angle))
     return kTickPadInches + tick_h + 0.05 + _lines(ax.get_xlabel()) * kLineInches[kLabelFont] + 0.05
 
 
