@@ -15,6 +15,7 @@ from rich.console import Console
 from rich.table import Table
 
 from . import inventory as inventory_mod
+from . import model_pass
 from .coordinator import Coordinator, Options, load_all, new_run_id, plan
 from .experiment import kBackends, kPapers
 from .runner import RunConfig
@@ -52,6 +53,9 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--list", action="store_true", help="list suites and experiments")
     p.add_argument("--fail-fast", action="store_true", help="stop at the first failed point")
     p.add_argument("--no-report", action="store_true", help="do not draw figures and the report after the run")
+    p.add_argument("--no-model", action="store_true",
+                   help="softnic, verbs: do not also predict the run's experiments on the model (the papers' NICs, "
+                        "and the profile fitted to the backend where one exists)")
     p.add_argument("--bin-dir", default=str(kRoot / "build" / "bin"), help="where the binaries are (default build/bin)")
     p.add_argument("--model-bin", help="rdmalab-model executable (default BIN_DIR/rdmalab-model)")
     p.add_argument("--profile",
@@ -109,7 +113,7 @@ def paper(argv: list[str], console: Console) -> Outcome:
         console.print(f"run_all.py paper: only one paper and options, got {' '.join(args.targets)}", markup=False)
         return Outcome(kConfigError)
     again = [] if args.force or args.resume else ["--resume"]
-    rc = main([known.paper, *rest, "--no-report", *again], console).rc
+    rc = main([known.paper, *rest, "--no-report", "--no-model", *again], console).rc
     if rc in (kConfigError, kInterrupted):
         return Outcome(rc)
     if args.backend != "model":
@@ -168,4 +172,8 @@ def main(argv: Optional[list[str]] = None, console: Optional[Console] = None) ->
         coord.dry_run(plans)
         return Outcome(0)
     rc = coord.run(plans)
+    if backend != "model" and not args.no_model and not coord.interrupted:
+        ran = [t for _, t in loaded.experiments]
+        rc = model_pass.predict(ran, backend, store.root, bin_dir, model_bin, args.force, console) or rc
+        coord.interrupted = rc == kInterrupted
     return Outcome(rc, None if args.no_report or coord.interrupted else store.root)

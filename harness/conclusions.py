@@ -31,7 +31,10 @@ CONCLUSION_KEYS = {
     "ratio_at_least": ("number", False, "the statement holds if the ratio is at least this"),
     "ratio_at_most": ("number", False, "the statement holds if the ratio is at most this"),
     "source": ("string", False, "where the paper says it"),
+    "not_on": ("mapping", False, "{BACKEND: why it cannot run the statement's points}, e.g. more client processes "
+                                 "than a one-host softnic run can schedule; the report shows the reason there"),
 }
+kModel = "model"
 POINT_KEYS = {
     "x": ("scalar", True, "value of plot.x"),
     "series": ("scalar", False, "value of plot.series (required when the plot has series; a list joins with '/')"),
@@ -81,6 +84,19 @@ def bounds_text(c: dict[str, Any]) -> str:
     return f"ratio >= {lo:g}" if lo is not None else f"ratio <= {hi:g}"
 
 
+def plot_coordinates(plot: dict[str, Any], p: dict[str, Any]) -> list[tuple[str, Any]]:
+    """A statement point as (parameter, value) pairs: the plot's x, facet and each series parameter
+    (a compound series value names one value per parameter, joined by '/')."""
+    out = [(plot["x"], p["x"])] if plot.get("x") else []
+    if "facet" in p and plot.get("facet"):
+        out.append((plot["facet"], p["facet"]))
+    if "series" in p and plot.get("series"):
+        names = plot["series"] if isinstance(plot["series"], list) else [plot["series"]]
+        parts = str(p["series"]).split("/") if len(names) > 1 else [p["series"]]
+        out += list(zip(names, parts))
+    return out
+
+
 def point_text(p: dict[str, Any], plot: dict[str, Any]) -> str:
     parts = [f"{plot.get('x', 'x')}={p['x']}"]
     if "series" in p:
@@ -91,7 +107,11 @@ def point_text(p: dict[str, Any], plot: dict[str, Any]) -> str:
     return ", ".join(parts)
 
 
-def evaluate(c: dict[str, Any], lookup: Lookup, plot: dict[str, Any]) -> Verdict:
+def evaluate(c: dict[str, Any], lookup: Lookup, plot: dict[str, Any], backend: Optional[str] = None) -> Verdict:
+    """The verdict on one set of values; on a measured `backend` the statement names in `not_on`,
+    not evaluated with the reason it gives."""
+    if backend is not None and backend in (c.get("not_on") or {}):
+        return Verdict(kNotEvaluated, None, None, None, f"{backend} cannot run it: {c['not_on'][backend]}")
     a, b = points_of(c)
     va, why_a = lookup(a.get("facet"), a.get("series"), a["x"])
     vb, why_b = lookup(b.get("facet"), b.get("series"), b["x"])
@@ -106,7 +126,7 @@ def evaluate(c: dict[str, Any], lookup: Lookup, plot: dict[str, Any]) -> Verdict
     return Verdict(kHolds if ok else kFails, ratio, va, vb, bounds_text(c))
 
 
-def _values(name: str, params: dict[str, Any], sweep: list[dict[str, Any]]) -> list[Any]:
+def values_of(name: str, params: dict[str, Any], sweep: list[dict[str, Any]]) -> list[Any]:
     values = [params[name]] if name in params else []
     for block in sweep:
         for table in (block.get("grid", {}), block.get("zip", {})):
@@ -127,7 +147,7 @@ def _check_value(ck: Checker, node: LocDict, key: str, where: str, names: list[s
                                           f"({'/'.join(names)})")
         return
     for name, part in zip(names, parts):
-        valid = _values(name, params, sweep)
+        valid = values_of(name, params, sweep)
         if name == "repeat" or name in labels and not valid:
             continue
         if not any(same(part, v) for v in valid):
@@ -154,7 +174,7 @@ def _check_point(ck: Checker, node: Any, line: int, where: str, keys: dict[str, 
 
 
 def check(ck: Checker, data: LocDict, plot: dict[str, Any], params: dict[str, Any],
-          sweep: list[dict[str, Any]], labels: list[str]) -> list[dict[str, Any]]:
+          sweep: list[dict[str, Any]], labels: list[str], backends: tuple[str, ...]) -> list[dict[str, Any]]:
     """The experiment's `conclusions`, validated against its plot and sweep."""
     if "conclusions" not in data:
         return []
@@ -185,6 +205,15 @@ def check(ck: Checker, data: LocDict, plot: dict[str, Any], params: dict[str, An
                 and c["ratio_at_least"] > c["ratio_at_most"]:
             ck.error(c.line_of("ratio_at_most"), where, f"ratio_at_most {c['ratio_at_most']} is below "
                                                       f"ratio_at_least {c['ratio_at_least']}: nothing could hold")
+        if (not_on := ck.mapping(c, "not_on", where)) is not None:
+            measured = [b for b in backends if b != kModel]
+            for backend, why in not_on.items():
+                if backend not in measured:
+                    ck.error(not_on.line_of(backend), f"{where}.not_on", f"{backend!r} is not a measured backend of "
+                                                                          f"the experiment; valid: {', '.join(measured)}")
+                elif not isinstance(why, str) or not why.strip():
+                    ck.error(not_on.line_of(backend), f"{where}.not_on", f"{backend}: give the reason the backend "
+                                                                          f"cannot run the points, got {why!r}")
         if (cmp := ck.mapping(c, "compare", where)) is not None:
             ck.keys(cmp, f"{where}.compare", ("a", "b"), ("a", "b"))
             for side in ("a", "b"):

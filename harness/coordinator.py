@@ -2,6 +2,7 @@
 point with progress, failure handling and a summary; the index and CSVs at the end."""
 from __future__ import annotations
 
+import concurrent.futures
 import dataclasses
 import datetime
 import json
@@ -27,6 +28,7 @@ from .sweep import Point, expand
 from .yamlloc import ConfigError
 
 kLabelChars = 48      # of a point's parameters in the progress line
+kModelWorkers = 4     # predictions asked of rdmalab-model at once (each a short process; the store writes stay in order)
 
 
 @dataclasses.dataclass
@@ -172,12 +174,16 @@ class Coordinator:
 
         previous = {sig: signal.signal(sig, request_stop) for sig in (signal.SIGINT, signal.SIGTERM)}
         failed_any = False
+        # The model's points share nothing, so their predictions are asked ahead, a few at once;
+        # measured points run one at a time (they share the host and its fabric).
+        ahead = concurrent.futures.ThreadPoolExecutor(kModelWorkers) if self.opts.backend == "model" else None
         columns = (SpinnerColumn(), TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
                    TimeElapsedColumn(), TextColumn("eta"), TimeRemainingColumn(), TextColumn("{task.fields[last]}"))
         try:
             with Progress(*columns, console=self.console, transient=False) as progress:
                 task = progress.add_task("points", total=total, last="")
                 for pl in plans:
+                    predicted = {p.id: ahead.submit(runner.run, pl.exp, p) for p in pl.todo} if ahead else {}
                     s = self.summary.setdefault(pl.exp.id, {"ok": 0, kNotModeled: 0, kUnsupported: 0, "failed": 0,
                                                             "skipped": len(pl.points) - len(pl.todo),
                                                             "seconds": 0.0, "errors": [], "unsupported_reasons": []})
@@ -188,7 +194,7 @@ class Coordinator:
                         if point.id in pl.stored:
                             self.store.supersede(self.opts.backend, pl.exp.id, point.id, stamp)
                         t0 = time.monotonic()
-                        record = runner.run(pl.exp, point)
+                        record = predicted[point.id].result() if ahead else runner.run(pl.exp, point)
                         s["seconds"] += time.monotonic() - t0
                         self.store.write_point(record)
                         if record["status"] == "ok":
@@ -221,6 +227,8 @@ class Coordinator:
             self.console.print(f"[red]result store: {exc}[/red]")
             return 1
         finally:
+            if ahead:
+                ahead.shutdown(cancel_futures=True)
             for sig, handler in previous.items():
                 signal.signal(sig, handler)
             runner.close()

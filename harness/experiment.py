@@ -270,7 +270,7 @@ def parse_node(path: pathlib.Path, data: Any) -> Experiment:
     repeats, timeout_s, backends, link, labels = _check_run_keys(ck, data, known)
     plot = _check_plot(ck, data, known)
     reference = _check_reference(ck, data)
-    conclusions = conclusions_mod.check(ck, data, plot, params, sweep, labels)
+    conclusions = conclusions_mod.check(ck, data, plot, params, sweep, labels, tuple(backends or ()))
     ck.raise_if_any()
     return Experiment(path=path.resolve(), sha256=hashlib.sha256(path.read_bytes()).hexdigest(), id=exp_id,
                       title=data["title"], description=data.get("description", ""), paper=paper,

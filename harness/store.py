@@ -6,6 +6,8 @@ Layout under the output directory (default results/):
   <backend>/<experiment>/results.csv                one row per (point, role process, results row)
   <backend>/<experiment>/superseded/<time>/         points replaced by --force or re-run after failing
   index.json                                        every stored point, rebuilt from the files
+  fitted/<backend>/model/<experiment>/...           the model's predictions with the profile fitted to
+                                                    <backend> (a store of its own: harness/model_pass.py)
 
 Writes are atomic (temporary file + rename) and a stored point is never replaced in place:
 a re-run moves the old file to superseded/ first, so nothing is lost silently.
@@ -42,6 +44,14 @@ def not_run(rec: dict[str, Any]) -> Optional[tuple[str, str]]:
     if status not in kNotRun:
         return None
     return kNotRun[status], rec.get(status) or kNotRun[status]
+
+
+kFittedDir = "fitted"
+
+
+def fitted_root(root: str | pathlib.Path, backend: str) -> pathlib.Path:
+    """The store of the model's predictions with the profile fitted to `backend`."""
+    return pathlib.Path(root) / kFittedDir / backend
 
 
 class StoreError(RuntimeError):

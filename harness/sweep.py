@@ -12,7 +12,8 @@ import itertools
 import json
 from typing import Any, Optional
 
-from .conclusions import pinned_x_values, same
+from .conclusions import pinned_x_values, plot_coordinates, same, values_of
+from .conclusions import points_of as points_of_statement
 from .experiment import Experiment
 
 
@@ -111,6 +112,8 @@ def expand(exp: Experiment, reduction: Reduction = Reduction(), backend: Optiona
         for row in _block_rows(block, reduction.max_values, pinned):
             if row not in rows:
                 rows.append(row)
+    if backend is not None:
+        rows += statement_rows(exp, rows, backend)
     repeats = reduction.repeats or exp.repeats
     points: list[Point] = []
     for row in rows:
@@ -121,3 +124,36 @@ def expand(exp: Experiment, reduction: Reduction = Reduction(), backend: Optiona
             p.swept = tuple(swept_names)
             points.append(p)
     return points
+
+
+def _matches(row: dict[str, Any], coords: list[tuple[str, Any]]) -> int:
+    """How many of a statement point's (parameter, value) coordinates a row has; a parameter
+    the row does not carry (a `profile` label on a measured backend) matches any value."""
+    return sum(1 for name, value in coords if name not in row or same(row[name], value))
+
+
+def statement_rows(exp: Experiment, rows: list[dict[str, Any]], backend: str) -> list[dict[str, Any]]:
+    """The rows a backend needs on top of its sweep to judge every conclusion: a statement point
+    (x, series, facet) its blocks do not reach is made from the backend's nearest row with the
+    point's values, so that the point runs where the blocks stop short (a GET fraction, a client
+    count). A statement that names the backend in `not_on` adds nothing: it says why the backend
+    cannot run it, and the report shows that reason."""
+    if not rows:
+        return []
+    added: list[dict[str, Any]] = []
+    for c in exp.conclusions:
+        if backend in (c.get("not_on") or {}):
+            continue
+        for point in points_of_statement(c):
+            coords = [(name, _declared(exp, name, value)) for name, value in plot_coordinates(exp.plot, point)]
+            if any(_matches(r, coords) == len(coords) for r in rows + added):
+                continue
+            nearest = max(rows, key=lambda r: _matches(r, coords))  # the first of the best
+            row = {**nearest, **{name: value for name, value in coords if name in nearest}}
+            added.append(row)
+    return added
+
+
+def _declared(exp: Experiment, name: str, value: Any) -> Any:
+    """The experiment's own spelling of a value a statement names ('1.0' of a compound series is 1.0)."""
+    return next((v for v in values_of(name, exp.params, exp.sweep) if same(v, value)), value)

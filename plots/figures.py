@@ -37,6 +37,7 @@ kLineInches = {10: 0.2, 9: 0.18, 8: 0.16, 7: 0.14}       # one line of text
 kTickFont, kLabelFont, kPanelTitleFont, kLegendFont = 9, 9, 9, 7
 kTickPadInches = 0.12          # tick marks and their pad
 kLabelChars = 40               # a y label longer than this wraps
+kTickRotationsDeg = (30, 45, 90)   # x tick labels too wide for their slot turn by the least of these that fits
 
 
 def _key(v: Any) -> tuple:
@@ -47,19 +48,23 @@ def _key(v: Any) -> tuple:
 class Table:
     """The figure's data: one row per (facet, series, x) with mean, stdev, n and the paper value."""
 
-    def __init__(self, records: list[dict[str, Any]]):
+    def __init__(self, records: list[dict[str, Any]], fitted_to: Optional[str] = None):
+        """`fitted_to`: the records are the model's predictions with the profile fitted to that backend."""
         newest = max(records, key=lambda r: r["provenance"].get("started", ""))
         self.experiment = newest["experiment"]
         self.plot: dict[str, Any] = newest["experiment"].get("plot") or {}
         self.reference: list[dict[str, Any]] = newest["experiment"].get("reference") or []
         self.records = records
         self.backend = newest.get("backend", "")
-        self.what = "predicted" if self.backend == "model" else "measured"
+        self.fitted_to = fitted_to
+        self.what = "fitted" if fitted_to else "predicted" if self.backend == "model" else "measured"
         profiles = sorted({str(prof) for r in records for role in r.get("roles") or []
                            if (prof := (role.get("document") or {}).get("profile"))})
         self.profiles = profiles
         self.profile = ", ".join(profiles)
         p = self.plot
+        # Series parameters that none of the points carries (a measured run's `profile`).
+        self.absent = {n for n in labels.series_names(p) if not any(n in r["point"]["params"] for r in records)}
         groups: dict[tuple, list[float]] = collections.defaultdict(list)
         self.failed: dict[tuple, int] = collections.Counter()
         # (facet, series, x) -> (what, reason) of points that did not run: not modeled, unsupported
@@ -72,7 +77,8 @@ class Table:
                 self.not_run[k] = skipped
                 groups.setdefault(k, [])
             elif v is None:
-                self.failed[k] += 1
+                if rec.get("status") != "ok":  # an ok point without the plot's metric did not fail
+                    self.failed[k] += 1
                 groups.setdefault(k, [])
             else:
                 groups[k].append(v)
@@ -93,15 +99,28 @@ class Table:
         return None
 
     def lookup(self, facet: Any, series: Any, x: Any) -> tuple[Optional[float], str]:
-        """The mean at one point of the figure, or None with the reason there is none."""
+        """The mean at one point of the figure, or None with the reason there is none. A series
+        parameter none of these points carries (a `profile` label on a measured backend) is not
+        part of the match: softnic's "spread" series answers for "cx3/spread"."""
         for r in self.rows:
-            if same(r["facet"], facet) and same(r["series"], series) and same(r["x"], x):
+            if same(r["facet"], facet) and self._same_series(r["series"], series) and same(r["x"], x):
                 if r["mean"] is not None:
                     return r["mean"], ""
                 if r["not_run"]:
                     return None, f"{r['not_run'][0]} ({r['not_run'][1]})"
-                return None, f"{r['failed']} failed point(s)"
+                if r["failed"]:
+                    return None, f"{r['failed']} failed point(s)"
+                return None, (f"its points ran but report no {self.plot.get('y')}"
+                              + (f" for role {self.plot['role']}" if self.plot.get("role") else ""))
         return None, f"no {self.backend} point there"
+
+    def _same_series(self, have: Any, want: Any) -> bool:
+        names = labels.series_names(self.plot)
+        if len(names) < 2 or not self.absent:
+            return same(have, want)
+        have_parts, want_parts = str(have).split("/"), str(want).split("/")
+        return len(have_parts) == len(want_parts) == len(names) and all(
+            n in self.absent or same(h, w) for n, h, w in zip(names, have_parts, want_parts))
 
     def paper_lookup(self, facet: Any, series: Any, x: Any) -> tuple[Optional[float], str]:
         v = self.reference_value(facet, series, x)
@@ -109,13 +128,15 @@ class Table:
 
     def label(self) -> str:
         """Who produced the values, for legends and tables: the backend, or the model's profile."""
+        if self.fitted_to:
+            return f"model fitted to {self.fitted_to}"
         return f"model {self.profile}".strip() if self.backend == "model" else self.backend
 
     def legend_label(self) -> str:
         """Who produced the values, for a figure's legend: the backend, or the model for the NIC it
         predicts by its display name (left out where the series already name the profile)."""
-        if self.backend != "model":
-            return self.backend
+        if self.backend != "model" or self.fitted_to:
+            return self.label()
         if not self.profiles or "profile" in labels.series_names(self.plot):
             return "model"
         return f"model ({labels.profiles(self.profiles)})"
@@ -158,14 +179,15 @@ def series_value(p: dict[str, Any], params: dict[str, Any]) -> Any:
 
 class Figure:
     """One experiment's values of every kind: measured (one backend's run), the model's prediction
-    (for the paper's NIC profile) and the paper's published values, by (facet, series, x)."""
+    (for the paper's NIC profile), the model's prediction with the profile fitted to the measured
+    backend where there is one, and the paper's published values, by (facet, series, x)."""
 
-    def __init__(self, measured: Optional[Table], model: Optional[Table]):
+    def __init__(self, measured: Optional[Table], model: Optional[Table], fitted: Optional[Table] = None):
         primary = measured or model
         assert primary is not None
-        self.measured, self.model = measured, model
+        self.measured, self.model, self.fitted = measured, model, fitted
         self.plot, self.reference, self.experiment = primary.plot, primary.reference, primary.experiment
-        self.tables = [t for t in (measured, model) if t is not None]
+        self.tables = [t for t in (measured, model, fitted) if t is not None]
 
     def facets(self) -> list[Any]:
         return sorted({r["facet"] for t in self.tables for r in t.rows}, key=_key)
@@ -226,11 +248,13 @@ def normalized(curves: list[dict[str, Any]], plot: dict[str, Any]) -> tuple[list
 kStyles = {  # kind -> matplotlib style; the legend names the kind in every label too
     "measured": {"linestyle": "-", "marker": "o", "markersize": 4},
     "predicted": {"linestyle": "--", "marker": "s", "markersize": 4, "markerfacecolor": "none"},
+    "fitted": {"linestyle": ":", "marker": "^", "markersize": 4, "markerfacecolor": "none"},
 }
+kBarHatch = {"predicted": "//", "fitted": "xx"}
 
 
 class _Gids:
-    """SVG ids naming the kind of every drawn series (rdl-measured-N, rdl-predicted-N, rdl-paper-N):
+    """SVG ids naming the kind of every drawn series (rdl-measured-N, rdl-predicted-N, rdl-fitted-N, rdl-paper-N):
     the report's browser test counts them in the SVG, which draws text as paths."""
 
     def __init__(self) -> None:
@@ -267,8 +291,8 @@ def _draw_panel(ax: Any, curves: list[dict[str, Any]], p: dict[str, Any], colors
                        label=c["label"], zorder=5, gid=gid("paper"))
         elif p.get("kind") == "bar":
             ax.bar(xs, ys, bar_w, yerr=errs if p.get("error_bars", True) else None, color=color, capsize=2,
-                   label=c["label"], hatch="//" if c["kind"] == "predicted" else None,
-                   alpha=0.55 if c["kind"] == "predicted" else 1.0, gid=gid(c["kind"]))
+                   label=c["label"], hatch=kBarHatch.get(c["kind"]),
+                   alpha=0.55 if c["kind"] in kBarHatch else 1.0, gid=gid(c["kind"]))
         else:
             cont = ax.errorbar(xs, ys, yerr=errs if p.get("error_bars", True) and any(errs) else None, capsize=3,
                                color=color, label=c["label"], **kStyles[c["kind"]])
@@ -350,7 +374,7 @@ def _text_inches(texts: list[str], size: int) -> float:
 
 
 def _wrap(text: str, inches: float, size: int) -> str:
-    return textwrap.fill(text, max(12, int(inches / kCharInches[size])))
+    return textwrap.fill(text, max(12, int(inches / kCharInches[size])), break_on_hyphens=False)  # FaRM-em stays whole
 
 
 def _lines(text: str) -> int:
@@ -369,13 +393,21 @@ def _x_margin(ax: Any, panel_inches: float, bar: bool) -> float:
     texts = [t.get_text() for t in ax.get_xticklabels()] if bar else _tick_texts(ax.xaxis, ax.get_xlim())
     widest = _text_inches(texts, kTickFont)
     slot_inches = panel_inches / max(len(texts), 1)
-    tick_h = kLineInches[kTickFont]
+    line = kLineInches[kTickFont]
+    tick_h = line
     if texts and widest > slot_inches * 0.9:
-        ax.tick_params(axis="x", labelrotation=30)
+        # A rotated label takes the width of its projection (and its box is what the layout test
+        # measures): the least rotation that keeps neighbours apart.
+        angle = next((a for a in kTickRotationsDeg
+                      if widest * math.cos(math.radians(a)) + line * math.sin(math.radians(a)) <= slot_inches * 0.95),
+                     kTickRotationsDeg[-1])
+        ax.tick_params(axis="x", labelrotation=angle)
         for t in ax.get_xticklabels():
             t.set_horizontalalignment("right")
             t.set_rotation_mode("anchor")
-        tick_h = widest * 0.5 + kLineInches[kTickFont] * 0.87
+            if angle == 90:
+                t.set_verticalalignment("center")  # upright labels centred under their ticks
+        tick_h = widest * math.sin(math.radians(angle)) + line * math.cos(math.radians(angle))
     return kTickPadInches + tick_h + 0.05 + _lines(ax.get_xlabel()) * kLineInches[kLabelFont] + 0.05
 
 

@@ -5,14 +5,16 @@ provenance; from stored results (and the experiment files' current conclusions),
 from __future__ import annotations
 
 import collections
+import dataclasses
 import html
+import math
 import os
 import pathlib
 from typing import Any, Optional
 
 from harness import conclusions as concl
 from harness.experiment import parse as parse_experiment
-from harness.store import Store, kFinalStatuses, kNotRun, utc_now
+from harness.store import Store, fitted_root, kFinalStatuses, kNotRun, utc_now
 from harness.yamlloc import ConfigError
 
 from . import labels
@@ -51,7 +53,12 @@ def _num(v: Optional[float]) -> str:
 
 
 kModel = "model"
+kFittedJudge = "fitted"
 kPaperJudge = "paper"
+kDisagreementsShown = 3     # per paper, in "what this run says"
+kRatioGapShown = 2.0        # judges that agree on the verdict are listed where their ratios are this far apart
+kJudgeNames = {kModel: "model (paper's NIC)", kFittedJudge: "model (profile fitted to the run)",
+               kPaperJudge: "paper's published values"}
 kVerdictClass = {concl.kHolds: "holds", concl.kFails: "fails", concl.kNotEvaluated: "unjudged"}
 
 
@@ -106,14 +113,18 @@ def current_conclusions(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 
 def judge(fig: Figure, conclusions: list[dict[str, Any]]) -> list[dict[str, concl.Verdict]]:
-    """Every statement judged on the measured run, the model and the paper's own values."""
+    """Every statement judged on the measured run (where the backend can run its points), the
+    model, the model with the profile fitted to the backend, and the paper's own values."""
     judges = {}
     if fig.measured is not None:
-        judges[fig.measured.backend] = fig.measured.lookup
+        judges[fig.measured.backend] = (fig.measured.lookup, fig.measured.backend)
     if fig.model is not None:
-        judges[kModel] = fig.model.lookup
-    judges[kPaperJudge] = fig.tables[0].paper_lookup
-    return [{name: concl.evaluate(c, look, fig.plot) for name, look in judges.items()} for c in conclusions]
+        judges[kModel] = (fig.model.lookup, None)
+    if fig.fitted is not None:
+        judges[kFittedJudge] = (fig.fitted.lookup, None)
+    judges[kPaperJudge] = (fig.tables[0].paper_lookup, None)
+    return [{name: concl.evaluate(c, look, fig.plot, backend) for name, (look, backend) in judges.items()}
+            for c in conclusions]
 
 
 def _verdict_cell(judge_name: str, v: Optional[concl.Verdict]) -> str:
@@ -129,8 +140,7 @@ def _conclusions_table(conclusions: list[dict[str, Any]], verdicts: list[dict[st
                        judges: list[str]) -> str:
     if not conclusions:
         return '<p class="muted">no conclusions of the paper are written down for this figure</p>'
-    names = {kModel: "model (paper's NIC)", kPaperJudge: "paper's published values"}
-    head = "".join(f"<th>{_e(names.get(j, j + ' (this run)'))}</th>" for j in judges)
+    head = "".join(f"<th>{_e(kJudgeNames.get(j, j + ' (this run)'))}</th>" for j in judges)
     rows = []
     for i, (c, vs) in enumerate(zip(conclusions, verdicts)):
         src = f' <span class="muted">({_e(c["source"])})</span>' if c.get("source") else ""
@@ -139,13 +149,49 @@ def _conclusions_table(conclusions: list[dict[str, Any]], verdicts: list[dict[st
     return f'<table class="conclusions"><tr><th class="l">the paper concludes</th>{head}</tr>{"".join(rows)}</table>'
 
 
-def _summary(tally: dict[str, dict[str, collections.Counter]], statements: collections.Counter, judges: list[str]) -> str:
-    """Per paper and judge: how many statements hold, do not, or could not be judged."""
+@dataclasses.dataclass
+class Judged:
+    """One statement of one figure with its verdicts, for "what this run says"."""
+    paper: str
+    exp_id: str
+    stem: str                           # the figure's anchor
+    statement: str
+    verdicts: dict[str, concl.Verdict]
+
+
+def disagreement(j: Judged) -> float:
+    """How far the judges that could judge the statement are apart: the largest |log ratio|
+    between two of their ratios, doubled where one holds and the other does not; 0: they agree."""
+    judged = [v for v in j.verdicts.values() if v.ratio is not None and v.ratio > 0]
+    worst = 0.0
+    for i, a in enumerate(judged):
+        for b in judged[i + 1:]:
+            gap = abs(math.log(a.ratio / b.ratio))
+            worst = max(worst, gap * (2.0 if a.status != b.status else 1.0))
+    return worst
+
+
+def _disagree(j: Judged) -> bool:
+    """Two judges differ on the verdict, or their ratios are kRatioGapShown apart."""
+    return len({v.status for v in j.verdicts.values() if v.ratio is not None}) > 1 \
+        or disagreement(j) >= math.log(kRatioGapShown)
+
+
+def _verdict_text(name: str, v: concl.Verdict) -> str:
+    ratio = f" (ratio {v.ratio:.3g})" if v.ratio is not None else ""
+    return f'<span class="{kVerdictClass[v.status]}">{_e(kJudgeNames.get(name, name))}: {_e(v.status)}{ratio}</span>'
+
+
+def _summary(tally: dict[str, dict[str, collections.Counter]], statements: collections.Counter, judges: list[str],
+             judged: list[Judged]) -> str:
+    """What this run says: per paper and judge, how many statements hold, do not, or could not
+    be judged, then where the run, the model and the paper's numbers disagree most, each linked
+    to its figure."""
     if not sum(statements.values()):
         return ""
-    names = {kModel: "model", kPaperJudge: "paper's values"}
+    names = {kModel: "model", kFittedJudge: "model fitted to the run", kPaperJudge: "paper's values"}
     head = "".join(f"<th>{_e(names.get(j, j))}</th>" for j in judges)
-    rows = []
+    rows, worst = [], []
     for paper in sorted(statements):
         cells = []
         total = statements[paper]
@@ -157,12 +203,23 @@ def _summary(tally: dict[str, dict[str, collections.Counter]], statements: colle
                          f'{c[concl.kFails]} do not</span>, <span class="unjudged">'
                          f'{total - c[concl.kHolds] - c[concl.kFails]} not judged</span></td>')
         rows.append(f'<tr><th class="l">{_e(paper)}</th><td>{total}</td>{"".join(cells)}</tr>')
-    return (f'<h2 id="summary">Which of the papers\' conclusions hold</h2><table class="summary">'
+        ranked = sorted((j for j in judged if j.paper == paper and _disagree(j)), key=disagreement, reverse=True)
+        for j in ranked[:kDisagreementsShown]:
+            verdicts = "; ".join(_verdict_text(name, v) for name, v in j.verdicts.items() if v.ratio is not None)
+            worst.append(f'<li class="disagreement" data-paper="{_e(paper)}"><b>{_e(paper)}</b>: '
+                         f'<a href="#{html.escape(j.stem)}">{_e(j.exp_id)}</a>: {_e(j.statement)}<br>{verdicts}</li>')
+    disagreements = (f'<h3>Where they disagree most</h3><ul class="disagreements">{"".join(worst)}</ul>' if worst else
+                     '<p class="muted">the run, the model and the paper agree on every statement judged by more than one</p>')
+    return (f'<h2 id="summary">What this run says</h2><p>Per paper, how many of its conclusions (written down as '
+            f'checkable statements under each figure) hold on this run, on the model and in the paper\'s own '
+            f'numbers.</p><table class="summary">'
             f'<tr><th class="l">paper</th><th>statements</th>{head}</tr>{"".join(rows)}</table>'
+            f'{disagreements}'
             '<p class="muted">measured runs are judged on their own backend (softnic emulates a NIC in software, so '
-            'conclusions about a NIC\'s caches, PCIe or ASIC hold only on real hardware); the model predicts the '
-            'paper\'s NIC; "paper\'s values" checks the statement against the published numbers where the paper '
-            'gives both.</p>')
+            'conclusions about a NIC\'s caches, PCIe or ASIC hold only on real hardware); "not judged" there names, '
+            'under the figure, why the backend cannot run the points; the model predicts the paper\'s NIC; '
+            '"paper\'s values" checks the statement against the published numbers where the paper gives both. '
+            'Disagreements are ranked by how far apart the ratios are, most where the verdicts differ.</p>')
 
 
 def _section(fig: Figure, stem: str, store: Store, out_dir: pathlib.Path,
@@ -176,8 +233,8 @@ def _section(fig: Figure, stem: str, store: Store, out_dir: pathlib.Path,
     if paths:
         png = os.path.relpath(paths["png"], out_dir)
         svg = os.path.relpath(paths["svg"], out_dir)
-        csvs = " ".join(f'<a href="{_e(os.path.relpath(store.experiment_dir(t.backend, exp_id) / "results.csv", out_dir))}">'
-                        f'{_e(t.backend)} CSV</a>' for t in fig.tables)
+        csvs = " ".join(f'<a href="{_e(os.path.relpath(_csv(store, t, exp_id), out_dir))}">{_e(t.label())} CSV</a>'
+                        for t in fig.tables)
         fig_html = (f'<figure data-experiment="{_e(exp_id)}" data-svg="{_e(svg)}" '
                     f'data-kinds-expected="{_e(" ".join(expected_kinds(fig)))}">'
                     f'<img class="figure" src="{_e(png)}" alt="{_e(exp_id)}"></figure>'
@@ -187,6 +244,11 @@ def _section(fig: Figure, stem: str, store: Store, out_dir: pathlib.Path,
             f"<p>{_e(fig.experiment.get('title'))}</p><p class=\"muted\">{_e(fig.experiment.get('description'))}</p>"
             f"{fig_html}{_conclusions_table(conclusions, verdicts, judges)}{_data_table(fig) if fig.plot else ''}"
             + "".join(_provenance(t.label(), t.records) for t in fig.tables))
+
+
+def _csv(store: Store, t: Table, exp_id: str) -> pathlib.Path:
+    root = fitted_root(store.root, t.fitted_to) if t.fitted_to else store.root
+    return Store(root).experiment_dir(t.backend, exp_id) / "results.csv"
 
 
 def expected_kinds(fig: Figure) -> list[str]:
@@ -210,6 +272,8 @@ def write_report(store: Store, out_dir: Optional[pathlib.Path] = None,
         lambda: collections.defaultdict(collections.Counter))
     statements: collections.Counter = collections.Counter()
     measured_judges: set[str] = set()
+    judged: list[Judged] = []
+    fitted_any = False
     for exp_id in sorted(by_id):
         runs = by_id[exp_id]
         any_rec = next(iter(runs.values()))[0]
@@ -221,10 +285,13 @@ def write_report(store: Store, out_dir: Optional[pathlib.Path] = None,
         conclusions = current_conclusions([r for rs in runs.values() for r in rs])
         statements[paper] += len(conclusions)
         for backend in measured:
-            fig = Figure(Table(runs[backend]) if backend else None, model)
+            fitted = _fitted_table(store, backend, exp_id) if backend else None
+            fitted_any = fitted_any or fitted is not None
+            fig = Figure(Table(runs[backend]) if backend else None, model, fitted)
             stem = f"{backend or kModel}--{exp_id}"
             verdicts = judge(fig, conclusions)
-            judges = ([backend] if backend else []) + [kModel, kPaperJudge]
+            judges = ([backend] if backend else []) + [kModel] + ([kFittedJudge] if fitted else []) + [kPaperJudge]
+            judged += [Judged(paper, exp_id, stem, c["statement"], vs) for c, vs in zip(conclusions, verdicts)]
             for vs in verdicts:
                 for j, v in vs.items():
                     if j == backend or backend == measured[0]:  # the model and the paper once per experiment
@@ -236,10 +303,12 @@ def write_report(store: Store, out_dir: Optional[pathlib.Path] = None,
             sections.append(_section(fig, stem, store, out_dir, fig_dir, conclusions, verdicts, judges))
     if not sections:
         return None
-    summary = _summary(tally, statements, sorted(measured_judges) + [kModel, kPaperJudge])
+    summary = _summary(tally, statements, sorted(measured_judges) + [kModel] + ([kFittedJudge] if fitted_any else [])
+                       + [kPaperJudge], judged)
     page = (f"<!doctype html><html><head><meta charset=\"utf-8\"><title>rdmalab report</title><style>{kCss}</style>"
             f"{kImageCheck}</head><body><h1>rdmalab report</h1><p class=\"muted\">generated {utc_now()} from {_e(store.root)}; "
-            f"solid lines: measured; dashed: the model's prediction for the paper's NIC; stars: the papers' published "
+            f"solid lines: measured; dashed: the model's prediction for the paper's NIC; dotted: the model with the "
+            f"profile fitted to the measured backend, where one exists; stars: the papers' published "
             f"values; right panels: each kind divided by its own value at one point, so shapes compare</p>"
             f"{summary}<ul>{''.join(toc)}</ul>{''.join(sections)}</body></html>")
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -248,6 +317,13 @@ def write_report(store: Store, out_dir: Optional[pathlib.Path] = None,
     tmp.write_text(page)
     os.replace(tmp, path)
     return path
+
+
+def _fitted_table(store: Store, backend: str, exp_id: str) -> Optional[Table]:
+    """The model's predictions of the experiment with the profile fitted to `backend`, if made."""
+    root = fitted_root(store.root, backend)
+    records = list(Store(root).points(kModel, exp_id)) if root.is_dir() else []
+    return Table(records, fitted_to=backend) if records else None
 
 
 def _status_counts(records: list[dict[str, Any]]) -> str:

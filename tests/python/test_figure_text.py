@@ -5,10 +5,14 @@ the Agg renderer and the window extents of every drawn text (titles, axis labels
 drawn, legend entries, notes, table cells) are compared.
 
 End to end on a model-backend store of a few experiments (run_all.py, a few seconds) with a softnic
-table made from the same points, as a softnic run stores them (no `profile` parameter)."""
+table made from the same points, as a softnic run stores them (no `profile` parameter), and the
+model's points again as the predictions with a profile fitted to softnic (drawn dotted).
+RDMALAB_FIGURE_STORE=DIR checks every figure of the results in DIR too (e.g. a default run's)."""
 import copy
 import itertools
 import json
+import os
+import pathlib
 import re
 import shutil
 
@@ -23,6 +27,7 @@ from conftest import kRoot, run_all  # noqa: E402
 from harness.store import Store  # noqa: E402
 from plots import labels  # noqa: E402
 from plots.figures import Figure, Table, _figure  # noqa: E402
+from plots.report import _fitted_table  # noqa: E402
 
 kModel = kRoot / "build" / "bin" / "rdmalab-model"
 # One experiment per kind of figure that went wrong: compound series with a parameter softnic does
@@ -99,7 +104,8 @@ def figures(store):
     for exp_id, by_backend in sorted(runs.items()):
         model = Table(by_backend["model"]) if "model" in by_backend else None
         for backend in [b for b in sorted(by_backend) if b != "model"] or [None]:
-            fig = _figure(Figure(Table(by_backend[backend]) if backend else None, model), exp_id)
+            fitted = _fitted_table(store, backend, exp_id) if backend else None
+            fig = _figure(Figure(Table(by_backend[backend]) if backend else None, model, fitted), exp_id)
             if fig is not None:
                 yield f"{backend or 'model'}--{exp_id}", fig
 
@@ -132,9 +138,12 @@ def model_store(tmp_path_factory):
     src = out / "model" / "guide16-fig10-drtm" / "points"
     dst = out / "softnic" / "guide16-fig10-drtm" / "points"
     dst.mkdir(parents=True)
+    fitted = out / "fitted" / "softnic" / "model" / "guide16-fig10-drtm" / "points"
+    fitted.mkdir(parents=True)
     for path in src.glob("*.json"):
         rec = as_softnic([json.loads(path.read_text())])[0]
         (dst / path.name).write_text(json.dumps(rec))
+        shutil.copy(path, fitted / path.name)
     return Store(out)
 
 
@@ -160,6 +169,7 @@ def test_series_labels_name_systems_verbs_and_designs_by_their_display_names(mod
         plt.close(fig)
     legend = legends.__getitem__
     assert "softnic: locks 4 KiB apart" in legend("softnic--guide16-fig10-drtm")
+    assert "model fitted to softnic: ConnectX-3, locks 8 B apart" in legend("softnic--guide16-fig10-drtm")
     assert "model: ConnectX-3, locks 8 B apart" in legend("softnic--guide16-fig10-drtm")
     kv = legend("model--herd14-fig9-kv")
     assert any(t.endswith(": FaRM-em-VAR") for t in kv) and any(t.endswith(": Pilaf-em-OPT") for t in kv), kv
@@ -327,3 +337,17 @@ def test_figures_of_a_small_fake_bench_store_read_cleanly(tmp_path, exp_dir):
     assert legends["softnic--lines"] == ["softnic: RC READ", "softnic: UC WRITE"], legends
     assert legends["softnic--bars"] == ["softnic: with payload", "softnic: header only"], legends
     assert "1 thread: absolute" in titles and "2 threads: absolute" in titles, titles
+
+
+@pytest.mark.skipif(not os.environ.get("RDMALAB_FIGURE_STORE"), reason="RDMALAB_FIGURE_STORE=DIR names a results directory")
+def test_every_figure_of_a_stored_run_reads_cleanly():
+    """Acceptance 2 on a real run: RDMALAB_FIGURE_STORE=results/ after scripts/run checks every
+    figure of the default report (minutes: it draws them all)."""
+    store = Store(pathlib.Path(os.environ["RDMALAB_FIGURE_STORE"]))
+    problems, stems = [], []
+    for stem, fig in figures(store):
+        stems.append(stem)
+        problems += [f"{stem}: {p}" for p in text_problems(fig)]
+        plt.close(fig)
+    print(f"{len(stems)} figures checked")
+    assert stems and not problems, "\n".join(problems)

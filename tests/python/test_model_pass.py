@@ -1,0 +1,102 @@
+"""Every run also predicts its experiments on the model (issue 34, item 1 and acceptance 3): after a
+run on softnic, the same experiments on the model for the paper's NIC, drawn dashed; with a profile
+fitted to softnic in the model's profile directory, a second prediction with it, in its own store,
+drawn dotted; `--no-model` leaves both out. The report opens with "what this run says", whose
+table has the model judged for every paper, in headless Chromium as a reader sees it.
+
+fake_bench stands in for rdmalab-bench (the model predicts its lat points as rdmalab-bench's);
+the model is the built rdmalab-model. About 10 s on an idle machine."""
+import re
+import shutil
+
+import pytest
+
+from conftest import kRoot, run_all, write_experiment
+from test_report_browser import chromium, kChromium
+
+kModelBin = kRoot / "build" / "bin" / "rdmalab-model"
+kSoftnic = kRoot / "build" / "bin" / "softnic"
+
+kBody = """
+        title: {title}
+        mode: lat
+        paper: {{id: {paper}, figure: "Figure 1"}}
+        roles: {{server: {{}}, client: {{}}}}
+        sweep: {{grid: {{size: [8, 512], verb: [read, write]}}}}
+        plot: {{x: size, y: lat_us_mean, series: verb, role: client, xlog: true, ylabel: latency (us)}}
+        reference: [{{x: 8, series: read, y: 2.0}}, {{x: 512, series: read, y: 3.5}}]
+        conclusions:
+          - statement: READ latency grows from 8 B to 512 B
+            trend: {{series: read, from: 8, to: 512}}
+            ratio_at_least: 1.0
+          - statement: WRITE is faster than READ at 512 B
+            compare: {{a: {{series: read, x: 512}}, b: {{series: write, x: 512}}}}
+            ratio_at_least: 1.0
+        """
+
+pytestmark = [pytest.mark.skipif(not kModelBin.exists(), reason=f"{kModelBin} not built"),
+              pytest.mark.skipif(not kSoftnic.exists(), reason=f"{kSoftnic} not built")]
+
+
+@pytest.fixture(scope="module")
+def run(tmp_path_factory):
+    """One run of two papers' experiments on softnic, with a profile 'fitted to softnic' (a copy of
+    cx3's, for the test) in a profile directory of its own."""
+    root = tmp_path_factory.mktemp("modelpass")
+    exp_dir = root / "experiments"
+    exp_dir.mkdir()
+    profiles = root / "profiles"
+    shutil.copytree(kRoot / "model" / "profiles", profiles)
+    (profiles / "softnic.yaml").write_text((profiles / "cx3.yaml").read_text().replace("name: cx3", "name: softnic", 1))
+    files = [write_experiment(exp_dir, f"{paper}-lat", kBody.format(title=f"{paper}'s latency", paper=paper))
+             for paper in ("herd14", "roce")]
+    out = root / "res"
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("RDMALAB_MODEL_PROFILES", str(profiles))  # rdmalab-model's and the harness's profile directory
+        r = run_all(*files, "--out", out, check=0, model=True)
+    return out, r
+
+
+def test_a_run_stores_the_models_predictions_and_the_fitted_profiles_beside_its_own(run):
+    out, r = run
+    for exp_id in ("herd14-lat", "roce-lat"):
+        assert len(list((out / "softnic" / exp_id / "points").glob("*.json"))) == 4
+        assert len(list((out / "model" / exp_id / "points").glob("*.json"))) == 4
+        assert len(list((out / "fitted" / "softnic" / "model" / exp_id / "points").glob("*.json"))) == 4
+    assert "predicting 2 experiment(s) on the model for the papers' NICs" in r.stderr
+    assert "the profile fitted to softnic" in r.stderr
+    svg = (out / "report" / "figures" / "softnic--herd14-lat.svg").read_text()
+    for kind in ("measured", "predicted", "fitted", "paper"):
+        assert f'id="rdl-{kind}-' in svg, kind
+
+
+def summary_cells(dom):
+    """{(paper, judge): (holds, fails, unjudged)} of the top table, as Chromium parsed the page."""
+    cells = re.findall(r'data-paper="([^"]+)" data-judge="([^"]+)" data-holds="(\d+)" data-fails="(\d+)" '
+                       r'data-unjudged="(\d+)"', dom)
+    return {(p, j): tuple(map(int, n)) for p, j, *n in cells}
+
+
+@pytest.mark.skipif(kChromium is None, reason="chromium not installed (scripts/install-deps.sh installs it)")
+def test_the_report_opens_with_what_the_run_says_and_the_model_judged_for_every_paper(run):
+    out, _ = run
+    dom = chromium("--dump-dom", (out / "report" / "index.html").as_uri()).stdout
+    assert dom.index('id="summary">What this run says') < dom.index("<figure")
+    cells = summary_cells(dom)
+    for paper in ("herd14", "roce"):
+        for judge in ("softnic", "model", "fitted"):
+            holds, fails, unjudged = cells[(paper, judge)]
+            assert holds + fails == 2 and unjudged == 0, (paper, judge, cells[(paper, judge)])
+    # The disagreements, if any, link to their figures.
+    for link in re.findall(r'<li class="disagreement"[^>]*>.*?<a href="#([^"]+)"', dom):
+        assert f'id="{link}"' in dom
+
+
+def test_no_model_leaves_the_predictions_out(tmp_path, exp_dir):
+    path = write_experiment(exp_dir, "herd14-lat", kBody.format(title="latency", paper="herd14")
+                            .replace("size: [8, 512], verb: [read, write]", "size: [8, 512], verb: [read]")
+                            .replace("a: {series: read, x: 512}, b: {series: write, x: 512}",
+                                     "a: {series: read, x: 512}, b: {series: read, x: 8}"))
+    out = tmp_path / "res"
+    run_all(path, "--out", out, "--no-model", "--no-report", check=0, model=True)
+    assert (out / "softnic" / "herd14-lat").is_dir() and not (out / "model").exists() and not (out / "fitted").exists()
