@@ -33,6 +33,9 @@ kKvSchema = kRoot / "kv" / "schema" / "rdmalab-kv.schema.json"
 USAGE = """run_all.py [EXPERIMENT.yaml|ID|SUITE ...] [options]     run experiments (no argument: the default suite)
        run_all.py paper herd14|guide16|nosql|roce [options]   a paper's experiments on the backend and the model,
                                                               then that paper's report (results/report/PAPER/)
+       run_all.py calibrate [--backend B] [--cluster C] [--name NAME] [--extends PROFILE] [--validate]
+                                                              fit a model profile to the backend's verb-level
+                                                              points (harness/calibrate.py)
        run_all.py report [--out DIR]                          figures + HTML report from stored results"""
 
 
@@ -127,6 +130,9 @@ def main(argv: Optional[list[str]] = None, console: Optional[Console] = None) ->
     console = console or Console(stderr=True)
     if argv and argv[0] == "paper":
         return paper(argv[1:], console)
+    if argv and argv[0] == "calibrate":
+        from . import calibrate
+        return Outcome(calibrate.main(argv[1:], console, kRoot, lambda a, c: main(a, c).rc))
     args = parser().parse_args(argv)
     exp_dir = pathlib.Path(args.experiments_dir)
     try:

@@ -1,0 +1,57 @@
+"""run_all.py calibrate (harness/calibrate.py): the wall between fit and validation, and the
+fit's input built from stored points. Fast: no run, no binary."""
+import dataclasses
+
+import pytest
+
+from conftest import kRoot
+from harness import calibrate, experiment
+
+kCalDir = kRoot / "experiments" / "calibrate"
+
+
+def measured(exp_file, params, values=(10.0, 12.0, 11.0)):
+    exp = experiment.parse(kCalDir / exp_file)
+    files = [f"softnic/{exp.id}/points/{i:016x}.json" for i in range(len(values))]
+    return calibrate.Measured(exp, params, {"server": 1, "client": 1}, list(values), files)
+
+
+def calibration_ids():
+    return {experiment.parse(f).id for f in kCalDir.glob(calibrate.kCalibrationGlob)}
+
+
+def test_the_fit_refuses_application_level_points():
+    kv = measured("validate-kv.yaml", {"system": "herd", "batching": True, "put_fraction": 0.05})
+    with pytest.raises(calibrate.CalibrationWallError, match="not a calibration experiment"):
+        calibrate.fit_points([kv], calibration_ids())
+    # an application-level mode is refused even under a calibration experiment's id
+    tput = measured("calibrate-tput.yaml", {"fits": "nic.write_ns"})
+    disguised = dataclasses.replace(tput, experiment=dataclasses.replace(tput.experiment, mode="sequencer"))
+    with pytest.raises(calibrate.CalibrationWallError, match="application level"):
+        calibrate.fit_points([disguised], calibration_ids())
+
+
+def test_every_validation_experiment_is_application_level_and_every_calibration_one_verb_level():
+    for f in kCalDir.glob(calibrate.kValidationGlob):
+        assert experiment.parse(f).mode not in calibrate.kVerbLevelModes, f.name
+    for f in kCalDir.glob(calibrate.kCalibrationGlob):
+        assert experiment.parse(f).mode in calibrate.kVerbLevelModes, f.name
+
+
+def test_a_fit_point_is_the_best_of_its_repeats_with_its_field_and_files():
+    params = {"fits": "nic.write_ns", "direction": "outbound", "verb": "write", "connection": "RC", "size": 32,
+              "inline_size": 64, "post_list": 16, "header_only": False, "qp": 1, "clients": 1}
+    (point,) = calibrate.fit_points([measured("calibrate-tput.yaml", params)], calibration_ids())
+    assert point["field"] == "nic.write_ns" and point["metric"] == "mops"
+    assert point["measured"] == 12.0 and point["spread"] == pytest.approx(2 / 12)   # the best repeat
+    assert len(point["files"]) == 3
+    # the model's point: no label (fits) and no role count (clients) among the parameters
+    assert point["point"]["mode"] == "tput"
+    assert "fits" not in point["point"]["params"] and "clients" not in point["point"]["params"]
+    assert point["point"]["params"]["post_list"] == 16
+
+
+def test_a_check_point_determines_no_field():
+    params = {"fits": "-", "direction": "inbound", "verb": "write", "connection": "RC", "size": 32, "clients": 2}
+    (point,) = calibrate.fit_points([measured("calibrate-tput.yaml", params)], calibration_ids())
+    assert point["field"] == ""
