@@ -51,8 +51,8 @@ struct Limit {
 void HostEngineLimits(const Demand& d, const Profile& prof, const Engagement& e, std::vector<Limit>& limits) {
   double cores = prof.cpu.cores;
   double share = e.host_threads > cores ? cores / e.host_threads : 1.0;
-  double own = (e.cores ? std::min<double>(e.cores, cores) : cores) * share;
-  double peers = (e.peer_threads ? std::min<double>(e.peer_threads, cores) : cores) * share;
+  double own = std::min((e.cores ? e.cores : cores) * share, cores);
+  double peers = e.peer_threads ? std::min(e.peer_threads * share, cores) : cores;
   limits.push_back({"cpu", "CPU (posting thread)", (d.cpu_ns + d.nic_tx_ns) * 1e-9 / own});
   limits.push_back({"nic_rx", "CPU (peers' posting threads)", (d.nic_rx_ns + d.peer_ns) * 1e-9 / peers});
   limits.push_back({"host_cpu", "CPU (host cores)", (d.cpu_ns + d.nic_tx_ns + d.nic_rx_ns + d.peer_ns) * 1e-9 / cores});
