@@ -37,6 +37,7 @@ from .experiment import kBackends
 from .metrics import point_value
 from .provenance import static as static_provenance
 from .store import Store
+from .sweep import expand
 from .validate import hidden_params, model_binary
 from .yamlloc import ConfigError
 
@@ -105,12 +106,16 @@ def experiment_files(exp_dir: pathlib.Path, pattern: str) -> list[pathlib.Path]:
 
 
 def measured_points(store: Store, backend: str, files: list[pathlib.Path]) -> list[Measured]:
-    """Every point of these experiments stored ok on the backend, repeats together."""
+    """The points these experiment files define, as stored ok on the backend, repeats together
+    (points an older version of a file left in the store are not among them)."""
     out: dict[tuple[str, str], Measured] = {}
     for path in files:
         exp = experiment_mod.parse(path)
         y, role, agg = exp.plot.get("y", "mops"), exp.plot.get("role"), exp.plot.get("aggregate")
+        defined = {p.id for p in expand(exp, backend=backend)}
         for rec in store.points(backend, exp.id):
+            if rec["point"]["id"] not in defined:
+                continue
             value = point_value(rec, y, role, agg)
             if value is None or value <= 0:
                 continue
@@ -164,6 +169,15 @@ def host_facts(store: Store, backend: str, ids: set[str]) -> dict[str, Any]:
     return {"devices": devices, "providers": sorted(providers), "cpu": cpu, "cores": os.cpu_count() or 1}
 
 
+def devices_text(devices: dict[str, dict[str, Any]]) -> str:
+    """The devices as their point documents describe them, alike ones once: 'softnic0, softnic1 (firmware ...)'."""
+    keys = ("firmware", "vendor_id", "vendor_part_id", "link_layer", "active_mtu_bytes", "max_qp", "max_sge")
+    groups: dict[str, list[str]] = {}
+    for name, dev in devices.items():
+        groups.setdefault(", ".join(f"{k} {dev[k]}" for k in keys if k in dev), []).append(name)
+    return "; ".join(f"{', '.join(names)} ({attrs})" for attrs, names in groups.items()) or "not reported"
+
+
 def run_model_fit(model: pathlib.Path, doc: dict[str, Any], work: pathlib.Path, tolerance: float) -> dict[str, Any]:
     work.mkdir(parents=True, exist_ok=True)
     path = work / "calibration-points.json"
@@ -182,7 +196,8 @@ def profile_yaml(name: str, backend: str, cluster: str, extends: str, fit: dict[
     kept = []
     for f in fit["fields"]:
         section, field = f["path"].split(".", 1)
-        leaf: dict[str, Any] = {"value": f["value"]}
+        value = f["value"]
+        leaf: dict[str, Any] = {"value": int(value) if isinstance(value, float) and value.is_integer() else value}
         if "fit" in f:
             leaf["source"] = f"fit to {f['fit']} measured on {backend} ({results_root})"
             leaf["fit"] = f["fit"]
@@ -193,17 +208,15 @@ def profile_yaml(name: str, backend: str, cluster: str, extends: str, fit: dict[
             kept.append(f["path"])
             leaf["source"] = f"kept from {extends}, not determined by the calibration suite: {f['source'] or 'model default'}"
         sections.setdefault(section, {})[field] = leaf
-    doc: dict[str, Any] = {"name": name,
-                           "description": f"{backend} measured on {provenance['host']} ({provenance['cpu']}), "
-                                          f"fitted by run_all.py calibrate",
-                           "provenance": provenance}
-    for s in kSections:
-        if s in sections:
-            doc[s] = sections[s]
+    head = {"name": name, "description": f"{backend} measured on {provenance['host']} ({provenance['cpu']}), "
+                                         f"fitted by run_all.py calibrate", "provenance": provenance}
+    body = {s: sections[s] for s in kSections if s in sections}
     header = (f"# {name}: a measured profile, written by `run_all.py calibrate --backend {backend} --cluster {cluster} "
               f"--extends {extends}`.\n# Fitted fields name the calibration points and stored point files they "
               f"come from; 'kept from {extends}' marks what the suite could not determine.\n")
-    return header + yaml.safe_dump(doc, sort_keys=False, width=120, allow_unicode=True), kept
+    dump = dict(sort_keys=False, width=200, allow_unicode=True)
+    return (header + yaml.safe_dump(head, default_flow_style=False, **dump)
+            + yaml.safe_dump(body, default_flow_style=None, **dump)), kept
 
 
 def fit_table(fit: dict[str, Any], console: Console) -> None:
@@ -306,7 +319,9 @@ def main(argv: list[str], console: Console, root: pathlib.Path, run: RunSuite) -
     doc = {"schema_version": kPointsSchema, "extends": extends, "backend": args.backend, "points": points,
            "facts": {"cpu.cores": {"value": facts["cores"],
                                    "source": f"measured: cores of {socket.gethostname()} (os.cpu_count), shared by "
-                                             "every process of a one-host run"}}}
+                                             "every process of a one-host run"},
+                     # the fit's start for the cores a shared host leaves the run: all of them
+                     "cpu.available_cores": {"value": facts["cores"], "source": "measured: os.cpu_count (fit start)"}}}
     model = pathlib.Path(args.model_bin) if args.model_bin else model_binary(pathlib.Path(args.bin_dir), None)
     work = store.root / "calibrate" / name
     try:
@@ -317,8 +332,7 @@ def main(argv: list[str], console: Console, root: pathlib.Path, run: RunSuite) -
     git = static_provenance(root)["git"]
     provenance = {"host": socket.gethostname(), "cpu": facts["cpu"] or platform.machine(),
                   "kernel": platform.release(), "backend": args.backend, "cluster": args.cluster,
-                  "device": "; ".join(f"{k}: {json.dumps(v, sort_keys=True)}" for k, v in facts["devices"].items())
-                            or "not reported",
+                  "device": devices_text(facts["devices"]),
                   "driver": ", ".join(facts["providers"]) or "not reported",
                   "commit": f"{git['revision']}{' (dirty tree)' if git['dirty'] else ''}",
                   "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),

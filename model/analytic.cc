@@ -49,7 +49,9 @@ struct Limit {
 // carry out the WRs they post, the peers' threads those they post here, and busy-polling
 // threads beyond the host's cores get a time-slice each.
 void HostEngineLimits(const Demand& d, const Profile& prof, const Engagement& e, std::vector<Limit>& limits) {
-  double cores = prof.cpu.cores;
+  // a run always has a core: a shared host slows it, it does not stop it
+  double cores = prof.cpu.available_cores > 0
+                     ? std::clamp<double>(prof.cpu.available_cores, 1, prof.cpu.cores) : prof.cpu.cores;
   double share = e.host_threads > cores ? cores / e.host_threads : 1.0;
   double own = std::min((e.cores ? e.cores : cores) * share, cores);
   double peers = e.peer_threads ? std::min(e.peer_threads * share, cores) : cores;
@@ -163,16 +165,23 @@ double InboundNs(const WrShape& wr, const Profile& prof) {
   return 0;
 }
 
+
+constexpr uint32_t kRecvRepostBatch = 16;  // RECVs re-posted with one doorbell (HERD refills 64)
+
 // A non-inline SEND or WRITE carries a payload the NIC must DMA-read before it can send.
 bool NeedsPayloadFetch(const WrShape& wr) {
   return (wr.op == Opcode::kSend || wr.op == Opcode::kWrite) && !wr.inline_data && !wr.header_only && wr.payload_B > 0;
 }
 
-constexpr uint32_t kRecvRepostBatch = 16;  // RECVs re-posted with one doorbell (HERD refills 64)
-
 // Host engine: the 64 B lines of payload the posting thread moves between cores.
 double PayloadLines(const WrShape& wr) {
   return wr.header_only ? 0 : std::ceil(static_cast<double>(wr.payload_B) / kCacheLineBytes);
+}
+
+// Host engine: the engine time a WR's payload adds: its lines, and for a non-inline SEND or
+// WRITE the gather of the payload through its lkey.
+double PayloadNs(const WrShape& wr, const Profile& prof) {
+  return PayloadLines(wr) * prof.nic.line_ns + (NeedsPayloadFetch(wr) ? prof.nic.gather_ns : 0);
 }
 
 }  // namespace
@@ -207,7 +216,7 @@ Demand Outbound(const WrShape& wr, uint32_t batch, uint32_t cq_mod, const Profil
              cqe * prof.cpu.poll_cq_ns;
   d.payload_B = wr.payload_B;
   if (prof.nic.host_engine) {
-    d.nic_tx_ns += PayloadLines(wr) * prof.nic.line_ns;
+    d.nic_tx_ns += PayloadNs(wr, prof);
     // the receiving peer polls the SEND's completion and re-posts its RECV
     if (wr.op == Opcode::kSend) d.peer_ns = wr.header_only ? prof.nic.t.recv_header_only_ns : prof.nic.t.recv_ns;
   }
@@ -234,8 +243,7 @@ Demand Inbound(const WrShape& wr_in, const Profile& prof, const WireParams& wire
   d.payload_B = wr.payload_B;
   if (prof.nic.host_engine) {
     // the peer's thread carries out the WR it posted; this node only receives SENDs
-    d.nic_rx_ns = (wr.op == Opcode::kSend ? OutboundNs(wr, prof.nic.t) : d.nic_rx_ns) +
-                  PayloadLines(wr) * prof.nic.line_ns;
+    d.nic_rx_ns = (wr.op == Opcode::kSend ? OutboundNs(wr, prof.nic.t) : d.nic_rx_ns) + PayloadNs(wr, prof);
     if (wr.op == Opcode::kSend) d.cpu_ns = wr.header_only ? prof.nic.t.recv_header_only_ns : prof.nic.t.recv_ns;
   }
   return d;
@@ -274,7 +282,7 @@ double VerbLatencyUs(const WrShape& wr, const Profile& prof, const WireParams& w
     // (nic_pipeline_ns, its payload lines included); a READ or an atomic also fetches the
     // peer's lines (pcie_rtt_ns); the peer's poll sees the result one cross-core hop later
     // (wire_ns), and a SEND's receiver then takes its RECV completion (poll_ns)
-    double ns = L.nic_pipeline_ns + PayloadLines(wr) * prof.nic.line_ns;
+    double ns = L.nic_pipeline_ns + PayloadNs(wr, prof);
     if (wr.op == Opcode::kRead || IsAtomic(wr.op)) ns += L.pcie_rtt_ns;
     if (one_way) ns += L.wire_ns + (wr.op == Opcode::kSend ? L.poll_ns : 0);
     return ns / 1000;

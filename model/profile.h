@@ -63,6 +63,7 @@ struct NicParams {
   // thread, and every process shares the host's `cpu.cores`.
   bool host_engine = false;
   double line_ns = 0;               // host engine: time per 64 B line of payload moved
+  double gather_ns = 0;             // host engine: a non-inline WR gathers its payload through its lkey
 };
 
 struct CpuParams {
@@ -76,6 +77,9 @@ struct CpuParams {
   double prefetched_access_ns = 10; // a random access whose miss a prefetch hid
   double shared_atomic_ns = 60;     // an atomic on a cache line other cores also update
   double kv_request_ns = 50;        // MICA-style request handling besides memory accesses
+  // Host engine: the cores the host gave the measured run, all processes together (other
+  // work on a shared host takes the rest); 0 = all `cores`.
+  double available_cores = 0;
 };
 
 struct LatencyParams {
