@@ -50,7 +50,8 @@ kTolerance = 0.15               # every calibration point within +-15% of the fi
 kValidationBand = 0.30
 # The profile a backend's fit extends when --extends is not given: softnic's engine is the
 # posting CPU; a hardware NIC (verbs) starts from a device NIC's structure.
-kDefaultExtends = {"softnic": "host-engine", "verbs": "cx3", "model": "host-engine"}
+kDefaultExtends = {"softnic": "host-engine", "verbs": "cx3"}
+kOneHostClusters = ("local", "netns")   # every process on this host
 kSections = ("pcie", "wqe", "link", "roce", "nic", "cpu", "latency")
 
 
@@ -275,7 +276,7 @@ def parser(root: pathlib.Path) -> argparse.ArgumentParser:
     p.add_argument("--cluster", default="local", help="inventory YAML, or a built-in: local (default), netns")
     p.add_argument("--name", help="profile name (default: the backend's name); written to --profile-dir/NAME.yaml")
     p.add_argument("--extends", help="profile the fit starts from and keeps what it cannot determine "
-                                     f"(default: {', '.join(f'{b}: {e}' for b, e in kDefaultExtends.items() if b != 'model')})")
+                                     f"(default: {', '.join(f'{b}: {e}' for b, e in kDefaultExtends.items())})")
     p.add_argument("--validate", action="store_true",
                    help="also measure the application-level validation experiments and compare them with the model")
     p.add_argument("--force", action="store_true", help="re-measure every point (default: resume what is stored)")
@@ -299,6 +300,11 @@ def main(argv: list[str], console: Console, root: pathlib.Path, run: RunSuite) -
     common = ["--backend", args.backend, "--cluster", args.cluster, "--out", args.out, "--bin-dir", args.bin_dir,
               "--experiments-dir", args.experiments_dir, "--no-report", "--force" if args.force else "--resume"]
     common += ["--model-bin", args.model_bin] if args.model_bin else []
+    known = sorted(f.stem for f in (root / "model" / "profiles").glob("*.yaml"))
+    if extends not in known and not (extends.endswith(".yaml") and pathlib.Path(extends).is_file()):
+        console.print(f"run_all.py calibrate: --extends {extends} is not a profile (valid: {', '.join(known)}, "
+                      "or a path to a .yaml file); nothing was run", markup=False)
+        return 2
     try:
         cal_files = experiment_files(exp_dir, kCalibrationGlob)
         val_files = experiment_files(exp_dir, kValidationGlob) if args.validate else []
@@ -316,12 +322,15 @@ def main(argv: list[str], console: Console, root: pathlib.Path, run: RunSuite) -
         console.print(f"calibrate: no calibration point stored ok on {args.backend} in {store.root}", markup=False)
         return 1
     facts = host_facts(store, args.backend, cal_ids)
+    # A one-host run (every process here) measured this host's cores; on a cluster the
+    # coordinator's cores say nothing of the server's, which stay as --extends has them.
+    host = {"cpu.cores": {"value": facts["cores"],
+                          "source": f"measured: cores of {socket.gethostname()} (os.cpu_count), shared by every "
+                                    "process of a one-host run"},
+            # the fit's start for the cores a shared host leaves the run: all of them
+            "cpu.available_cores": {"value": facts["cores"], "source": "measured: os.cpu_count (fit start)"}}
     doc = {"schema_version": kPointsSchema, "extends": extends, "backend": args.backend, "points": points,
-           "facts": {"cpu.cores": {"value": facts["cores"],
-                                   "source": f"measured: cores of {socket.gethostname()} (os.cpu_count), shared by "
-                                             "every process of a one-host run"},
-                     # the fit's start for the cores a shared host leaves the run: all of them
-                     "cpu.available_cores": {"value": facts["cores"], "source": "measured: os.cpu_count (fit start)"}}}
+           "facts": host if args.cluster in kOneHostClusters else {}}
     model = pathlib.Path(args.model_bin) if args.model_bin else model_binary(pathlib.Path(args.bin_dir), None)
     work = store.root / "calibrate" / name
     try:

@@ -55,3 +55,14 @@ def test_a_check_point_determines_no_field():
     params = {"fits": "-", "direction": "inbound", "verb": "write", "connection": "RC", "size": 32, "clients": 2}
     (point,) = calibrate.fit_points([measured("calibrate-tput.yaml", params)], calibration_ids())
     assert point["field"] == ""
+
+
+def test_an_unknown_extends_profile_stops_before_anything_runs():
+    import io
+    from rich.console import Console
+
+    ran = []
+    out = io.StringIO()
+    rc = calibrate.main(["--extends", "cx9"], Console(file=out, width=200), kRoot, lambda argv, c: ran.append(argv) or 0)
+    assert rc == 2 and not ran
+    assert "--extends cx9 is not a profile" in out.getvalue() and "host-engine" in out.getvalue()
