@@ -50,7 +50,7 @@ kTolerance = 0.15               # every calibration point within +-15% of the fi
 kValidationBand = 0.30
 # The profile a backend's fit extends when --extends is not given: softnic's engine is the
 # posting CPU; a hardware NIC (verbs) starts from a device NIC's structure.
-kDefaultExtends = {"softnic": "host-engine", "verbs": "cx3"}
+kDefaultExtends = {"softnic": "host-engine", "verbs": "cx3", "model": "host-engine"}
 kOneHostClusters = ("local", "netns")   # every process on this host
 kSections = ("pcie", "wqe", "link", "roce", "nic", "cpu", "latency")
 
@@ -272,11 +272,13 @@ def parser(root: pathlib.Path) -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="run_all.py calibrate",
                                 description="Measure the calibration suite on a backend, fit a model profile to it "
                                             "(rdmalab-model's own fit), write it with provenance.")
-    p.add_argument("--backend", choices=[b for b in kBackends if b != "model"], default="softnic")
+    p.add_argument("--backend", choices=kBackends, default="softnic")
     p.add_argument("--cluster", default="local", help="inventory YAML, or a built-in: local (default), netns")
     p.add_argument("--name", help="profile name (default: the backend's name); written to --profile-dir/NAME.yaml")
     p.add_argument("--extends", help="profile the fit starts from and keeps what it cannot determine "
                                      f"(default: {', '.join(f'{b}: {e}' for b, e in kDefaultExtends.items())})")
+    p.add_argument("--profile", help="backend model only: the profile whose predictions stand in for a measurement "
+                                     "(a check of the fit itself: it must find that profile's values again)")
     p.add_argument("--validate", action="store_true",
                    help="also measure the application-level validation experiments and compare them with the model")
     p.add_argument("--force", action="store_true", help="re-measure every point (default: resume what is stored)")
@@ -300,6 +302,11 @@ def main(argv: list[str], console: Console, root: pathlib.Path, run: RunSuite) -
     common = ["--backend", args.backend, "--cluster", args.cluster, "--out", args.out, "--bin-dir", args.bin_dir,
               "--experiments-dir", args.experiments_dir, "--no-report", "--force" if args.force else "--resume"]
     common += ["--model-bin", args.model_bin] if args.model_bin else []
+    common += ["--profile", args.profile] if args.profile else []
+    if (args.backend == "model") != bool(args.profile) or (args.backend == "model" and args.validate):
+        console.print("run_all.py calibrate: --profile goes with --backend model (and without --validate), whose "
+                      "predictions of that profile stand in for a measurement; nothing was run", markup=False)
+        return 2
     known = sorted(f.stem for f in (root / "model" / "profiles").glob("*.yaml"))
     if extends not in known and not (extends.endswith(".yaml") and pathlib.Path(extends).is_file()):
         console.print(f"run_all.py calibrate: --extends {extends} is not a profile (valid: {', '.join(known)}, "
@@ -330,7 +337,7 @@ def main(argv: list[str], console: Console, root: pathlib.Path, run: RunSuite) -
             # the fit's start for the cores a shared host leaves the run: all of them
             "cpu.available_cores": {"value": facts["cores"], "source": "measured: os.cpu_count (fit start)"}}
     doc = {"schema_version": kPointsSchema, "extends": extends, "backend": args.backend, "points": points,
-           "facts": host if args.cluster in kOneHostClusters else {}}
+           "facts": host if args.cluster in kOneHostClusters and args.backend != "model" else {}}
     model = pathlib.Path(args.model_bin) if args.model_bin else model_binary(pathlib.Path(args.bin_dir), None)
     work = store.root / "calibrate" / name
     try:

@@ -7,6 +7,8 @@ import pytest
 from conftest import kRoot
 from harness import calibrate, experiment
 
+kModelBin = kRoot / "build" / "bin" / "rdmalab-model"
+
 kCalDir = kRoot / "experiments" / "calibrate"
 
 
@@ -66,3 +68,31 @@ def test_an_unknown_extends_profile_stops_before_anything_runs():
     rc = calibrate.main(["--extends", "cx9"], Console(file=out, width=200), kRoot, lambda argv, c: ran.append(argv) or 0)
     assert rc == 2 and not ran
     assert "--extends cx9 is not a profile" in out.getvalue() and "host-engine" in out.getvalue()
+
+
+@pytest.mark.skipif(not kModelBin.exists(), reason=f"{kModelBin} not built")
+def test_the_fit_finds_a_profile_again_from_its_own_predictions(tmp_path):
+    """calibrate on the model backend: the suite predicted with softnic.yaml stands in for a
+    measurement; the harness's points, the model's fit and the written profile must give back
+    softnic's values, every calibration point exact."""
+    import io
+    import json
+
+    import yaml
+    from rich.console import Console
+
+    from harness import cli
+
+    out = io.StringIO()
+    rc = calibrate.main(["--backend", "model", "--profile", "softnic", "--extends", "softnic", "--name", "again",
+                         "--out", str(tmp_path / "res"), "--profile-dir", str(tmp_path), "--model-bin", str(kModelBin)],
+                        Console(file=out, width=250), kRoot, lambda argv, c: cli.main(argv, c).rc)
+    assert rc == 0, out.getvalue()
+    fit = json.loads((tmp_path / "res" / "calibrate" / "again" / "fit.json").read_text())
+    assert len(fit["rows"]) >= 20 and all(abs(r["error"]) < 1e-3 for r in fit["rows"]), fit["rows"]
+    again = yaml.safe_load((tmp_path / "again.yaml").read_text())
+    original = yaml.safe_load((kRoot / "model" / "profiles" / "softnic.yaml").read_text())
+    for section, field in (("nic", "write_ns"), ("nic", "read_in_ns"), ("cpu", "available_cores")):
+        assert again[section][field]["value"] == pytest.approx(original[section][field]["value"], rel=1e-3)
+        assert again[section][field]["points"]   # the stored point files it came from
+    assert again["provenance"]["backend"] == "model"
