@@ -4,8 +4,8 @@
 1. Run the calibration experiments (experiments/calibrate/calibrate-*.yaml: verb-level
    points only) on the backend through the normal runner, resumable like any run.
 2. Hand their stored points to `rdmalab-model calibrate --measured`, the model's own fit
-   (model/calibrate.cc, the code that fits the published rows): each point's median over
-   its repeats, the profile field it determines (its `fits` label) and its point files.
+   (model/calibrate.cc, the code that fits the published rows): each point's best repeat
+   and spread, the profile field it determines (its `fits` label) and its point files.
 3. Write the fitted profile with provenance and print the fit table and the fields the suite
    could not determine (kept from --extends and marked so).
 4. --validate: run the application-level experiments (experiments/calibrate/validate-*.yaml:
