@@ -36,6 +36,9 @@ USAGE = """run_all.py [EXPERIMENT.yaml|ID|SUITE ...] [options]     run experimen
                                                               then that paper's report (results/report/PAPER/)
        run_all.py explore SPACE.yaml [options]                search a design space on the model, measure the best
                                                               designs, shrink the anomalies (run_all.py explore --help)
+       run_all.py calibrate [--backend B] [--cluster C] [--name NAME] [--extends PROFILE] [--validate]
+                                                              fit a model profile to the backend's verb-level
+                                                              points (harness/calibrate.py)
        run_all.py report [--out DIR]                          figures + HTML report from stored results"""
 
 
@@ -133,6 +136,9 @@ def main(argv: Optional[list[str]] = None, console: Optional[Console] = None) ->
     console = console or Console(stderr=True)
     if argv and argv[0] == "paper":
         return paper(argv[1:], console)
+    if argv and argv[0] == "calibrate":
+        from . import calibrate
+        return Outcome(calibrate.main(argv[1:], console, kRoot, lambda a, c: main(a, c).rc))
     args = parser().parse_args(argv)
     exp_dir = pathlib.Path(args.experiments_dir)
     try:

@@ -14,7 +14,8 @@ Demand& Demand::operator+=(const Demand& o) {
   nic_tx_ns += o.nic_tx_ns; nic_rx_ns += o.nic_rx_ns; fetch_wait_ns += o.fetch_wait_ns;
   link_tx_B += o.link_tx_B; link_rx_B += o.link_rx_B;
   link_tx_packets += o.link_tx_packets; link_rx_packets += o.link_rx_packets;
-  lock_ns += o.lock_ns; serial_cpu_ns += o.serial_cpu_ns; cpu_ns += o.cpu_ns; payload_B += o.payload_B;
+  lock_ns += o.lock_ns; serial_cpu_ns += o.serial_cpu_ns; cpu_ns += o.cpu_ns; peer_ns += o.peer_ns;
+  payload_B += o.payload_B;
   return *this;
 }
 
@@ -22,7 +23,8 @@ Demand Demand::Scaled(double k) const {
   Demand d = *this;
   d.h2d_mmio_B *= k; d.h2d_dma_B *= k; d.d2h_B *= k; d.h2d_tlps *= k; d.d2h_tlps *= k; d.pio_posts *= k;
   d.nic_tx_ns *= k; d.nic_rx_ns *= k; d.fetch_wait_ns *= k; d.link_tx_B *= k; d.link_rx_B *= k;
-  d.link_tx_packets *= k; d.link_rx_packets *= k; d.lock_ns *= k; d.serial_cpu_ns *= k; d.cpu_ns *= k; d.payload_B *= k;
+  d.link_tx_packets *= k; d.link_rx_packets *= k; d.lock_ns *= k; d.serial_cpu_ns *= k; d.cpu_ns *= k; d.peer_ns *= k;
+  d.payload_B *= k;
   return d;
 }
 
@@ -34,32 +36,65 @@ void Demand::AddPcie(const PcieBytes& b, double times) {
   d2h_tlps += times * b.d2h_tlps;
 }
 
+namespace {
+
+struct Limit {
+  const char* name;
+  std::string label;
+  double s_per_op;
+};
+
+// A host engine (README "A NIC whose engine is the posting CPU"): no PCIe, PIO or wire limit
+// (softnic counts them, they cost nothing); the measured node's threads do their CPU work and
+// carry out the WRs they post, the peers' threads those they post here, and busy-polling
+// threads beyond the host's cores get a time-slice each.
+void HostEngineLimits(const Demand& d, const Profile& prof, const Engagement& e, std::vector<Limit>& limits) {
+  // a run always has a core: a shared host slows it, it does not stop it
+  double cores = prof.cpu.available_cores > 0
+                     ? std::clamp<double>(prof.cpu.available_cores, 1, prof.cpu.cores) : prof.cpu.cores;
+  double share = e.host_threads > cores ? cores / e.host_threads : 1.0;
+  double own = std::min((e.cores ? e.cores : cores) * share, cores);
+  double peers = e.peer_threads ? std::min(e.peer_threads * share, cores) : cores;
+  limits.push_back({"cpu", "CPU (posting thread)", (d.cpu_ns + d.nic_tx_ns) * 1e-9 / own});
+  limits.push_back({"nic_rx", "CPU (peers' posting threads)", (d.nic_rx_ns + d.peer_ns) * 1e-9 / peers});
+  limits.push_back({"host_cpu", "CPU (host cores)", (d.cpu_ns + d.nic_tx_ns + d.nic_rx_ns + d.peer_ns) * 1e-9 / cores});
+}
+
+}  // namespace
+
+void ShareHost(Engagement& e, const Point& pt, bool own, bool peers) {
+  e.peer_threads = pt.peer_threads;
+  e.host_threads = (own ? (pt.threads ? pt.threads : 1) : 0) + (peers ? pt.peer_threads : 0);
+}
+
 Prediction Solve(const Demand& d, const Profile& prof, const WireParams& wire, const Engagement& e) {
   Prediction out;
   out.per_op = d;
-  struct Limit { const char* name; std::string label; double s_per_op; };
   std::vector<Limit> limits;
+  if (prof.nic.host_engine) HostEngineLimits(d, prof, e, limits);
   const double pcie_Bps = prof.pcie.DirectionBytesPerSec();
   const double dllp = prof.pcie.dllp_B_per_tlp;
   // ACK and flow-control DLLPs travel opposite to the TLPs they acknowledge/credit.
-  limits.push_back({"pcie_h2d", d.h2d_mmio_B >= d.h2d_dma_B ? "MMIO bw" : "DMA bw",
-                    (d.h2d_mmio_B + d.h2d_dma_B + d.d2h_tlps * dllp) / pcie_Bps});
-  limits.push_back({"pcie_d2h", "DMA bw", (d.d2h_B + d.h2d_tlps * dllp) / pcie_Bps});
-  if (prof.nic.pio_mops > 0) limits.push_back({"pio", "PIO", d.pio_posts / (prof.nic.pio_mops * 1e6)});
-  double pus = prof.nic.pus;
-  double engaged_tx = e.qps ? std::min<double>(e.qps, pus) / pus : 1.0;
-  double engaged_rx = e.qps_rx ? std::min<double>(e.qps_rx, pus) / pus : 1.0;
-  // A PU's fetch waits overlap with the work of its other QPs; with the QP count unknown
-  // (0 = "enough QPs") they are hidden entirely.
-  double qps_per_pu = e.qps ? e.qps / std::min<double>(e.qps, pus) : 0;
-  double wait_ns = qps_per_pu > 0 ? d.fetch_wait_ns / qps_per_pu / pus : 0;
-  limits.push_back({"nic_tx", "NIC", (d.nic_tx_ns + wait_ns) * 1e-9 / engaged_tx});
-  limits.push_back({"nic_rx", "NIC", d.nic_rx_ns * 1e-9 / engaged_rx});
-  limits.push_back({"link_tx", "link bw", d.link_tx_B / wire.BytesPerSec()});
-  limits.push_back({"link_rx", "link bw", d.link_rx_B / wire.BytesPerSec()});
-  limits.push_back({"atomic_lock", "PCIe RTT", d.lock_ns * 1e-9});
-  double cores = e.cores ? std::min<double>(e.cores, prof.cpu.cores) : prof.cpu.cores;
-  limits.push_back({"cpu", "CPU", d.cpu_ns * 1e-9 / cores});
+  if (!prof.nic.host_engine) {
+    limits.push_back({"pcie_h2d", d.h2d_mmio_B >= d.h2d_dma_B ? "MMIO bw" : "DMA bw",
+                      (d.h2d_mmio_B + d.h2d_dma_B + d.d2h_tlps * dllp) / pcie_Bps});
+    limits.push_back({"pcie_d2h", "DMA bw", (d.d2h_B + d.h2d_tlps * dllp) / pcie_Bps});
+    if (prof.nic.pio_mops > 0) limits.push_back({"pio", "PIO", d.pio_posts / (prof.nic.pio_mops * 1e6)});
+    double pus = prof.nic.pus;
+    double engaged_tx = e.qps ? std::min<double>(e.qps, pus) / pus : 1.0;
+    double engaged_rx = e.qps_rx ? std::min<double>(e.qps_rx, pus) / pus : 1.0;
+    // A PU's fetch waits overlap with the work of its other QPs; with the QP count unknown
+    // (0 = "enough QPs") they are hidden entirely.
+    double qps_per_pu = e.qps ? e.qps / std::min<double>(e.qps, pus) : 0;
+    double wait_ns = qps_per_pu > 0 ? d.fetch_wait_ns / qps_per_pu / pus : 0;
+    limits.push_back({"nic_tx", "NIC", (d.nic_tx_ns + wait_ns) * 1e-9 / engaged_tx});
+    limits.push_back({"nic_rx", "NIC", d.nic_rx_ns * 1e-9 / engaged_rx});
+    limits.push_back({"link_tx", "link bw", d.link_tx_B / wire.BytesPerSec()});
+    limits.push_back({"link_rx", "link bw", d.link_rx_B / wire.BytesPerSec()});
+    double cores = e.cores ? std::min<double>(e.cores, prof.cpu.cores) : prof.cpu.cores;
+    limits.push_back({"cpu", "CPU", d.cpu_ns * 1e-9 / cores});
+  }
+  limits.push_back({"atomic_lock", prof.nic.host_engine ? "cache-line transfer" : "PCIe RTT", d.lock_ns * 1e-9});
   limits.push_back({"shared_counter", "CPU (shared counter)", d.serial_cpu_ns * 1e-9});
   if (e.outstanding > 0 && e.rtt_us > 0) limits.push_back({"window", "window/latency", e.rtt_us * 1e-6 / e.outstanding});
 
@@ -130,12 +165,24 @@ double InboundNs(const WrShape& wr, const Profile& prof) {
   return 0;
 }
 
+
+constexpr uint32_t kRecvRepostBatch = 16;  // RECVs re-posted with one doorbell (HERD refills 64)
+
 // A non-inline SEND or WRITE carries a payload the NIC must DMA-read before it can send.
 bool NeedsPayloadFetch(const WrShape& wr) {
   return (wr.op == Opcode::kSend || wr.op == Opcode::kWrite) && !wr.inline_data && !wr.header_only && wr.payload_B > 0;
 }
 
-constexpr uint32_t kRecvRepostBatch = 16;  // RECVs re-posted with one doorbell (HERD refills 64)
+// Host engine: the 64 B lines of payload the posting thread moves between cores.
+double PayloadLines(const WrShape& wr) {
+  return wr.header_only ? 0 : std::ceil(static_cast<double>(wr.payload_B) / kCacheLineBytes);
+}
+
+// Host engine: the engine time a WR's payload adds: its lines, and for a non-inline SEND or
+// WRITE the gather of the payload through its lkey.
+double PayloadNs(const WrShape& wr, const Profile& prof) {
+  return PayloadLines(wr) * prof.nic.line_ns + (NeedsPayloadFetch(wr) ? prof.nic.gather_ns : 0);
+}
 
 }  // namespace
 
@@ -168,6 +215,11 @@ Demand Outbound(const WrShape& wr, uint32_t batch, uint32_t cq_mod, const Profil
   d.cpu_ns = (!doorbell ? prof.cpu.post_mmio_ns : prof.cpu.post_doorbell_ns / batch + prof.cpu.post_per_wr_ns) +
              cqe * prof.cpu.poll_cq_ns;
   d.payload_B = wr.payload_B;
+  if (prof.nic.host_engine) {
+    d.nic_tx_ns += PayloadNs(wr, prof);
+    // the receiving peer polls the SEND's completion and re-posts its RECV
+    if (wr.op == Opcode::kSend) d.peer_ns = wr.header_only ? prof.nic.t.recv_header_only_ns : prof.nic.t.recv_ns;
+  }
   return d;
 }
 
@@ -189,6 +241,11 @@ Demand Inbound(const WrShape& wr_in, const Profile& prof, const WireParams& wire
     d.cpu_ns = prof.cpu.poll_cq_ns + prof.cpu.post_per_wr_ns + prof.cpu.post_doorbell_ns / kRecvRepostBatch;
   }
   d.payload_B = wr.payload_B;
+  if (prof.nic.host_engine) {
+    // the peer's thread carries out the WR it posted; this node only receives SENDs
+    d.nic_rx_ns = (wr.op == Opcode::kSend ? OutboundNs(wr, prof.nic.t) : d.nic_rx_ns) + PayloadNs(wr, prof);
+    if (wr.op == Opcode::kSend) d.cpu_ns = wr.header_only ? prof.nic.t.recv_header_only_ns : prof.nic.t.recv_ns;
+  }
   return d;
 }
 
@@ -220,6 +277,16 @@ Demand TranslationMisses(const Point& pt, uint32_t value_B, const Profile& prof,
 
 double VerbLatencyUs(const WrShape& wr, const Profile& prof, const WireParams& wire, bool one_way, bool doorbell) {
   const LatencyParams& L = prof.lat;
+  if (prof.nic.host_engine) {
+    // README "A NIC whose engine is the posting CPU": the posting thread carries the WR out
+    // (nic_pipeline_ns, its payload lines included); a READ or an atomic also fetches the
+    // peer's lines (pcie_rtt_ns); the peer's poll sees the result one cross-core hop later
+    // (wire_ns), and a SEND's receiver then takes its RECV completion (poll_ns)
+    double ns = L.nic_pipeline_ns + PayloadNs(wr, prof);
+    if (wr.op == Opcode::kRead || IsAtomic(wr.op)) ns += L.pcie_rtt_ns;
+    if (one_way) ns += L.wire_ns + (wr.op == Opcode::kSend ? L.poll_ns : 0);
+    return ns / 1000;
+  }
   const double port_Bps = wire.data_Gbps * 1e9 / 8;
   WireBytes w = Wire(wr, wire);
   double ns = prof.cpu.post_mmio_ns;
@@ -292,6 +359,8 @@ Prediction Tput(const Point& pt, const Profile& prof, const WireParams& wire) {
     if (connected) d += QpCacheMisses(qps, prof, false);
   }
   double lat_us = VerbLatencyUs(wr, prof, wire, false) + translation_miss * prof.lat.pcie_rtt_ns / 1000;
+  bool send = wr.op == Opcode::kSend, inbound = pt.direction == "inbound", outbound = pt.direction == "outbound";
+  ShareHost(e, pt, !inbound || send, !outbound || send);
   if (pt.tx_depth && pt.window_bound) {
     e.outstanding = static_cast<double>(pt.tx_depth) * (pt.direction == "inbound" ? peers : pt.qp ? pt.qp : qps);
     e.rtt_us = lat_us;
@@ -318,6 +387,7 @@ Prediction Echo(const Point& pt, const Profile& prof, const WireParams& wire) {
   e.cores = pt.threads;
   e.qps = pt.qp;
   double lat_us = VerbLatencyUs(req, prof, wire, true) + app.cpu_ns / 1000 + VerbLatencyUs(resp, prof, wire, true);
+  ShareHost(e, pt, true, true);
   if (pt.tx_depth && pt.window_bound) {
     e.outstanding = static_cast<double>(pt.tx_depth) * peers;
     e.rtt_us = lat_us;
@@ -337,6 +407,7 @@ Prediction Atomics(const Point& pt, const Profile& prof, const WireParams& wire)
   d.payload_B = 8;
   Engagement e;
   e.qps_rx = pt.qp;
+  ShareHost(e, pt, false, true);
   Prediction p = Solve(d, prof, wire, e);
   p.parts.push_back({"inbound " + VerbName(pt.verb) + " over " + std::to_string(pt.counters) + " counters", d});
   p.lat_us = VerbLatencyUs(wr, prof, wire, false);
@@ -358,6 +429,7 @@ Prediction SgBatch(const Point& pt, const Profile& prof, const WireParams& wire)
   Engagement e;
   e.qps = pt.qp;
   e.cores = pt.threads;
+  ShareHost(e, pt, true, true);
   Prediction p = Solve(d.Scaled(1.0 / k), prof, wire, e);
   p.gbps = p.mops * 1e6 * pt.size_B * 8 / 1e9;  // one direction, payload only
   p.parts.push_back({"one WR of " + std::to_string(k) + " x " + std::to_string(pt.size_B) + " B", d});

@@ -31,6 +31,9 @@ struct Demand {
   double lock_ns = 0;        // serialized atomic lock time, already divided by buckets in use
   double serial_cpu_ns = 0;  // host work serialized across cores (a shared counter's cache line)
   double cpu_ns = 0;         // core time (spread over the cores in use)
+  // Host engine only (Profile nic.host_engine): core time of the peers' threads, which carry
+  // out the WRs they post to this node (nic_rx_ns) and receive this node's SENDs (peer_ns).
+  double peer_ns = 0;
   double payload_B = 0;      // useful bytes moved (for Gb/s)
 
   Demand& operator+=(const Demand& o);
@@ -65,9 +68,16 @@ struct Engagement {
   uint32_t cores = 0;     // 0 = all cores
   double outstanding = 0; // ops in flight (Little's law bound), 0 = unbounded
   double rtt_us = 0;      // latency of one op for the window bound
+  // Host engine only: the peers' posting threads (0 = as many as the host's cores), and the
+  // busy-polling threads of every process on the host (0 = no more than its cores).
+  uint32_t peer_threads = 0;
+  uint32_t host_threads = 0;
 };
 
 Prediction Solve(const Demand& d, const Profile& prof, const WireParams& wire, const Engagement& e);
+// Host engine: the threads that busy-poll on the host share its cores. `own`: the measured
+// node's threads poll (senders, servers, receivers of SENDs); `peers`: the peers' threads do.
+void ShareHost(Engagement& e, const Point& pt, bool own, bool peers);
 
 // Building blocks for composing an operation out of verbs at the measured node.
 WrShape Shape(const VerbSpec& v, uint64_t payload_B, uint32_t sge = 1, bool inline_recv = false);

@@ -219,8 +219,10 @@ std::map<std::pair<std::string, std::string>, std::function<std::pair<bool, std:
   return c;
 }
 
+using Residual = std::function<double(const Profile&)>;
+
 // Solve residual(field = x) = 0 by bisection on log x over a fixed bracket.
-double FitField(Profile& prof, const std::string& field, const std::function<double(const Profile&)>& residual) {
+double FitField(Profile& prof, const std::string& field, const Residual& residual) {
   double x0 = GetField(prof, field);
   double lo = x0 / 20, hi = x0 * 20;
   auto r = [&](double x) {
@@ -243,7 +245,16 @@ double FitField(Profile& prof, const std::string& field, const std::function<dou
   return x;
 }
 
+// Gauss-Seidel: `rounds` passes over the fields in order, each solved with the others fixed.
+void FitFields(Profile& prof, const std::vector<std::pair<std::string, Residual>>& targets, int rounds) {
+  for (int round = 0; round < rounds; ++round)
+    for (const auto& [field, residual] : targets) FitField(prof, field, residual);
+}
+
 std::string Str(const YAML::Node& n) { return n ? n.as<std::string>() : ""; }
+
+const std::vector<std::string> kVerbLevelModes = {"lat", "tput", "atomics", "sgbatch"};
+constexpr int kMeasuredRounds = 12;  // coupled fields (post cost and engine time) need more passes
 
 }  // namespace
 
@@ -294,9 +305,10 @@ CalibrationResult Calibrate(const std::string& calibration_path, const std::stri
   // Fit: three Gauss-Seidel rounds over each profile's fitted fields in file order.
   for (auto& [name, prof] : fitted) {
     Profile stored = prof;
-    for (int round = 0; round < 3; ++round)
-      for (const auto& field : prof.field_order)
-        if (prof.fits.count(field)) FitField(prof, field, residual_for(name, prof.fits.at(field)));
+    std::vector<std::pair<std::string, Residual>> targets;
+    for (const auto& field : prof.field_order)
+      if (prof.fits.count(field)) targets.push_back({field, residual_for(name, prof.fits.at(field))});
+    FitFields(prof, targets, 3);
     for (const auto& field : prof.field_order)
       if (prof.fits.count(field))
         res.fits.push_back({name, field, prof.fits.at(field), GetField(stored, field), GetField(prof, field)});
@@ -366,6 +378,98 @@ CalibrationResult Calibrate(const std::string& calibration_path, const std::stri
     if (std::fabs(f.fitted / f.stored - 1) > 0.01) res.ok = false;
   (void)names;
   return res;
+}
+
+void RequireVerbLevel(const json& point, const std::string& id) {
+  std::string mode = point.is_object() && point.contains("mode") && point["mode"].is_string() ? point["mode"].get<std::string>() : "";
+  if (std::find(kVerbLevelModes.begin(), kVerbLevelModes.end(), mode) == kVerbLevelModes.end())
+    throw ModelError("calibration point '" + id + "' has mode '" + mode +
+                     "': the fit reads only verb-level points (modes " + Join(kVerbLevelModes) +
+                     "); application-level results (key-value systems, sequencers, ECHO) are what a fitted "
+                     "profile must predict, never its input");
+}
+
+MeasuredFit FitMeasured(const json& doc, const std::string& profile_dir, double tolerance) {
+  if (!doc.is_object() || doc.value("schema_version", "") != "rdmalab-calibration-points/1")
+    throw ModelError("measured calibration: schema_version must be 'rdmalab-calibration-points/1'");
+  for (const char* key : {"extends", "points"})
+    if (!doc.contains(key)) throw ModelError(std::string("measured calibration: field '") + key + "' is missing");
+  MeasuredFit out;
+  out.profile = LoadProfile(doc["extends"].get<std::string>(), profile_dir);
+  Profile& prof = out.profile;
+  // facts of the host the run measured directly (cores), not fitted
+  const json facts = doc.value("facts", json::object());
+  for (const auto& [path, fact] : facts.items()) {
+    if (!FindField(path)) throw ModelError("measured calibration: facts." + path + " is not a profile field");
+    SetField(prof, path, fact.at("value").get<double>());
+    prof.sources[path] = fact.at("source").get<std::string>();
+  }
+  struct Target {
+    MeasuredRow row;
+    Point pt;
+  };
+  std::vector<Target> targets;
+  for (const auto& m : doc["points"]) {
+    Target t;
+    t.row.id = m.at("id").get<std::string>();
+    RequireVerbLevel(m.at("point"), t.row.id);
+    t.pt = PointFromJson(m.at("point"));
+    t.row.field = m.value("field", "");
+    if (!t.row.field.empty() && !FindField(t.row.field))
+      throw ModelError("calibration point '" + t.row.id + "': field '" + t.row.field + "' is not a profile field");
+    t.row.metric = m.at("metric").get<std::string>();
+    if (t.row.metric != "mops" && t.row.metric != "lat_us")
+      throw ModelError("calibration point '" + t.row.id + "': metric '" + t.row.metric + "' (valid: mops, lat_us)");
+    t.row.measured = m.at("measured").get<double>();
+    if (!(t.row.measured > 0))
+      throw ModelError("calibration point '" + t.row.id + "': measured value must be positive");
+    t.row.spread = m.value("spread", 0.0);
+    t.row.files = m.value("files", std::vector<std::string>{});
+    targets.push_back(std::move(t));
+  }
+  auto value = [](const Target& t, const Profile& p) {
+    Prediction pr = Predict(t.pt, p);
+    return std::make_pair(t.row.metric == "mops" ? pr.mops : pr.lat_us, pr.bottleneck_label);
+  };
+  // one residual per field: the mean relative error of the points that determine it
+  std::vector<std::pair<std::string, Residual>> residuals;
+  std::map<std::string, std::vector<const Target*>> by_field;
+  for (const auto& t : targets)
+    if (!t.row.field.empty()) {
+      if (!by_field.count(t.row.field)) residuals.push_back({t.row.field, nullptr});
+      by_field[t.row.field].push_back(&t);
+    }
+  Profile stored = prof;
+  for (auto& [field, residual] : residuals) {
+    std::vector<const Target*> mine = by_field[field];
+    residual = [mine, value](const Profile& p) {
+      double sum = 0;
+      for (const Target* t : mine) sum += value(*t, p).first / t->row.measured - 1;
+      return sum / mine.size();
+    };
+  }
+  FitFields(prof, residuals, kMeasuredRounds);
+  for (const auto& [field, residual] : residuals) {
+    std::string ids;
+    std::vector<std::string> files;
+    for (const Target* t : by_field[field]) {
+      ids += (ids.empty() ? "" : ", ") + t->row.id;
+      files.insert(files.end(), t->row.files.begin(), t->row.files.end());
+    }
+    out.fits.push_back({prof.name, field, ids, GetField(stored, field), GetField(prof, field)});
+    prof.fits[field] = ids;
+    prof.points[field] = files;
+  }
+  for (auto& t : targets) {
+    auto [v, bottleneck] = value(t, prof);
+    t.row.predicted = v;
+    t.row.bottleneck = bottleneck;
+    t.row.error = v / t.row.measured - 1;
+    t.row.pass = std::fabs(t.row.error) <= tolerance + 1e-9;
+    out.ok = out.ok && t.row.pass;
+    out.rows.push_back(t.row);
+  }
+  return out;
 }
 
 }  // namespace rdmalab::model

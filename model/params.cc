@@ -188,9 +188,11 @@ std::vector<ParamDef> BuildParams() {
        "QPs at the measured NIC (unset: enough to engage every PU)", SET(qp, uint32_t)},
       {"threads", T::kInteger, "threads", 1, 4096, {}, kNull, E::kModeled,
        "threads per process, one core each: the cores used at the measured host (unset: all); kv: rdmalab-kv's "
-       "client threads per client process, which change no prediction (the server's cores are `workers`)",
+       "client threads per client process, which change only a host-engine profile's prediction (busy threads "
+       "sharing the host's cores; the server's cores are `workers`)",
        [](PointDraft& d, const json& v) {
          if (d.p.mode != "kv") d.p.threads = static_cast<uint32_t>(v.get<int64_t>());
+         else d.client_threads = static_cast<uint32_t>(v.get<int64_t>());
        }},
       {"inline_size", T::kInteger, "bytes", 0, 1 << 16, {}, kNull, E::kModeled,
        "payloads up to this size go inline (unset: none by size; kv: HERD's responses, unset 192 B; the "

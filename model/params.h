@@ -26,6 +26,7 @@ struct PointDraft {
   bool header_only = false;
   std::vector<std::string> optimizations;
   int64_t clients_per_process = -1;  // kv's clients; -1: not given
+  uint32_t client_threads = 1;       // kv's threads: client threads per client process
 };
 
 enum class ParamType { kInteger, kNumber, kBoolean, kString };

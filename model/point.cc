@@ -91,6 +91,7 @@ Point PointFromJson(const json& doc) {
   if (!params.is_object()) throw ModelError("point field 'params' must be an object");
   for (const auto& [k, v] : params.items()) ApplyParam(draft, mode, k, v);
   p.clients = processes;
+  p.peer_threads = processes * (p.mode == "kv" ? draft.client_threads : 1);
   if (draft.clients_per_process > 0)  // rdmalab-kv: clients per client process
     p.clients = std::max<uint32_t>(processes, 1) * static_cast<uint32_t>(draft.clients_per_process);
   // the sequencer's clients keep rdmalab-bench's tx_depth requests in flight each

@@ -41,6 +41,7 @@ struct Point {
   uint32_t threads = 0;               // cores used at the measured host (0 = all; kv: params.workers)
   uint32_t tx_depth = 0;              // outstanding WRs per QP (0 = unbounded)
   uint32_t clients = 0;               // clients in all: roles.client (or roles.node) x kv's clients per process
+  uint32_t peer_threads = 0;          // the client processes' threads (kv: x its client threads per process)
   uint32_t sge = 1;
   bool inline_recv = false;
   uint64_t counters = 1;              // atomics: Z distinct counters

@@ -85,6 +85,9 @@ const std::vector<FieldInfo> kFields = {
     F("nic.inline_recv_ud", "bool", 0, 1, nic.inline_recv_ud),
     F("nic.max_sge", "SGEs", 1, 1024, nic.max_sge),
     F("nic.pio_mops", "M posts/s", 0, 1e5, nic.pio_mops),
+    F("nic.host_engine", "bool", 0, 1, nic.host_engine),
+    F("nic.line_ns", "ns", 0, 1e5, nic.line_ns),
+    F("nic.gather_ns", "ns", 0, 1e5, nic.gather_ns),
     F("cpu.cores", "cores", 1, 4096, cpu.cores),
     F("cpu.post_mmio_ns", "ns", 0, 1e5, cpu.post_mmio_ns),
     F("cpu.post_doorbell_ns", "ns", 0, 1e5, cpu.post_doorbell_ns),
@@ -95,6 +98,7 @@ const std::vector<FieldInfo> kFields = {
     F("cpu.prefetched_access_ns", "ns", 0, 1e5, cpu.prefetched_access_ns),
     F("cpu.shared_atomic_ns", "ns", 0, 1e5, cpu.shared_atomic_ns),
     F("cpu.kv_request_ns", "ns", 0, 1e5, cpu.kv_request_ns),
+    F("cpu.available_cores", "cores", 0, 4096, cpu.available_cores),
     F("latency.pcie_rtt_ns", "ns", 0, 1e6, lat.pcie_rtt_ns),
     F("latency.nic_pipeline_ns", "ns", 0, 1e6, lat.nic_pipeline_ns),
     F("latency.wire_ns", "ns", 0, 1e6, lat.wire_ns),
@@ -125,10 +129,13 @@ void ApplyLeaf(Profile& p, const std::string& path, const YAML::Node& leaf, cons
                      "' must be {value: ..., source: \"where the value comes from\"} (optionally fit: \"<calibration what>\")");
   for (const auto& kv : leaf) {
     std::string k = kv.first.as<std::string>();
-    if (k != "value" && k != "source" && k != "fit" && k != "note")
+    if (k != "value" && k != "source" && k != "fit" && k != "note" && k != "points")
       throw ModelError(Where(origin, kv.first) + ": unknown key '" + k + "' in field '" + path +
-                       "' (valid: value, source, fit, note)");
+                       "' (valid: value, source, fit, note, points)");
   }
+  if (leaf["points"] && !leaf["points"].IsSequence())
+    throw ModelError(Where(origin, leaf["points"]) + ": field '" + path +
+                     "' has points that are not a list (valid: a list of the stored point files it was fitted to)");
   double v = 0;
   std::string raw = leaf["value"].as<std::string>();
   if (std::string(f->unit).rfind("0 ib", 0) == 0) {
@@ -155,13 +162,16 @@ void ApplyLeaf(Profile& p, const std::string& path, const YAML::Node& leaf, cons
   f->set(p, v);
   p.sources[path] = leaf["source"].as<std::string>();
   if (leaf["fit"]) p.fits[path] = leaf["fit"].as<std::string>();
+  p.points.erase(path);
+  if (leaf["points"])
+    for (const auto& f : leaf["points"]) p.points[path].push_back(f.as<std::string>());
   if (std::find(p.field_order.begin(), p.field_order.end(), path) == p.field_order.end())
     p.field_order.push_back(path);
 }
 
 const std::vector<std::string> kSections = {"pcie", "wqe", "link", "roce", "nic", "cpu", "latency"};
-const std::vector<std::string> kTopKeys = {"name", "description", "extends", "pcie", "wqe", "link",
-                                           "roce", "nic", "cpu", "latency"};
+const std::vector<std::string> kTopKeys = {"name", "description", "extends", "provenance", "pcie", "wqe",
+                                           "link", "roce", "nic", "cpu", "latency"};
 
 void Apply(Profile& p, const YAML::Node& root, const std::string& origin, const std::string& dir, int depth) {
   if (!root.IsMap()) throw ModelError(origin + ": a profile is a YAML mapping (keys: " + Join(kTopKeys) + ")");
@@ -174,7 +184,9 @@ void Apply(Profile& p, const YAML::Node& root, const std::string& origin, const 
       throw ModelError(Where(origin, root["extends"]) + ": field 'extends' names unknown profile '" + base +
                        "' (valid: " + Join(ListProfiles(dir)) + ")");
     Apply(p, YAML::LoadFile(file.string()), file.string(), dir, depth + 1);
-    p.fits.clear();  // a derived profile fits only what it states itself
+    p.fits.clear();  // a derived profile fits only what it states itself, and was measured where it says
+    p.points.clear();
+    p.provenance.clear();
   }
   for (const auto& kv : root) {
     std::string key = kv.first.as<std::string>();
@@ -183,6 +195,17 @@ void Apply(Profile& p, const YAML::Node& root, const std::string& origin, const 
                        ")");
     if (key == "name") p.name = kv.second.as<std::string>();
     if (key == "description") p.description = kv.second.as<std::string>();
+    if (key == "provenance") {
+      if (!kv.second.IsMap())
+        throw ModelError(Where(origin, kv.second) + ": 'provenance' must map names (host, device, commit, ...) to text");
+      p.provenance.clear();
+      for (const auto& item : kv.second) {
+        if (!item.second.IsScalar())
+          throw ModelError(Where(origin, item.second) + ": provenance." + item.first.as<std::string>() +
+                           " must be text");
+        p.provenance[item.first.as<std::string>()] = item.second.as<std::string>();
+      }
+    }
     if (std::find(kSections.begin(), kSections.end(), key) == kSections.end()) continue;
     if (!kv.second.IsMap())
       throw ModelError(Where(origin, kv.second) + ": section '" + key + "' must be a mapping of fields");

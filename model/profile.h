@@ -57,6 +57,13 @@ struct NicParams {
   bool inline_recv_ud = true;       // CIB: no inline-receive over UD (guide16 fn. 4)
   uint32_t max_sge = 32;
   double pio_mops = 0;              // host-wide WQE-by-MMIO posts/s limit (herd14 "PIO"); 0 = none
+  // The engine is the posting CPU (softnic; README "A NIC whose engine is the posting CPU"):
+  // the thread that posts a WR carries it out, payload moves as cross-core cache-line
+  // transfers, and nothing crosses PCIe or a wire. NIC times are then per-WR times on that
+  // thread, and every process shares the host's `cpu.cores`.
+  bool host_engine = false;
+  double line_ns = 0;               // host engine: time per 64 B line of payload moved
+  double gather_ns = 0;             // host engine: a non-inline WR gathers its payload through its lkey
 };
 
 struct CpuParams {
@@ -70,6 +77,9 @@ struct CpuParams {
   double prefetched_access_ns = 10; // a random access whose miss a prefetch hid
   double shared_atomic_ns = 60;     // an atomic on a cache line other cores also update
   double kv_request_ns = 50;        // MICA-style request handling besides memory accesses
+  // Host engine: the cores the host gave the measured run, all processes together (other
+  // work on a shared host takes the rest); 0 = all `cores`.
+  double available_cores = 0;
 };
 
 struct LatencyParams {
@@ -92,6 +102,10 @@ struct Profile {
   std::map<std::string, std::string> sources;  // field path -> where the value came from
   std::map<std::string, std::string> fits;     // field path -> calibration target ("what")
   std::vector<std::string> field_order;        // fields in file order (for calibrate)
+  // A measured profile (`run_all.py calibrate`): where and when it was measured, and for each
+  // fitted field the stored point files it was fitted to.
+  std::map<std::string, std::string> provenance;
+  std::map<std::string, std::vector<std::string>> points;
   // Mechanisms switched off (bits of Mechanism): `explain` predicts without each one to
   // show its share; never set by a profile file.
   uint32_t disabled = 0;

@@ -211,7 +211,10 @@ std::string Explain(const Point& pt, const Profile& prof, const Prediction& p) {
     else if (r.name == "cpu") cap = std::to_string(pt.threads ? std::min(pt.threads, prof.cpu.cores) : prof.cpu.cores) + " cores";
     else if (r.name == "atomic_lock") cap = Fmt("%.0f ns hold", prof.nic.atomic_lock_hold_ns);
     else if (r.name == "pio") cap = Fmt("%.1f M posts/s", prof.nic.pio_mops);
-    else if (r.name.rfind("nic", 0) == 0) cap = std::to_string(prof.nic.pus) + " PUs";
+    else if (r.name == "host_cpu")
+      cap = Fmt("%.2f cores", prof.cpu.available_cores > 0 ? prof.cpu.available_cores : prof.cpu.cores);
+    else if (r.name.rfind("nic", 0) == 0)
+      cap = prof.nic.host_engine ? "the peers' threads" : std::to_string(prof.nic.pus) + " PUs";
     char buf[200];
     std::snprintf(buf, sizeof buf, "  %c %-15s %-22s %-30s %9.2f Mops  utilization %5.1f%%\n",
                   r.name == p.bottleneck ? '*' : ' ', r.name.c_str(), r.label.c_str(), cap.c_str(), r.limit_mops,

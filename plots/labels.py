@@ -39,6 +39,7 @@ kProfiles = {  # model/profiles/*.yaml by name
     "cx": "ConnectX", "cx-nosql": "ConnectX DDR", "cx3": "ConnectX-3", "cx3-pcie2": "ConnectX-3 (PCIe 2.0)",
     "cx3-roce": "ConnectX-3 RoCE", "cib": "Connect-IB", "cib-pciebench": "Connect-IB (pcie-bench headers)",
     "cx5": "ConnectX-5", "cx6": "ConnectX-6",
+    "host-engine": "host engine (template)", "softnic": "softnic (measured)",
 }
 kChoices: dict[str, dict[Any, str]] = {
     "system": kSystems, "design": kDesigns, "verb": kVerbs, "request": kVerbs, "response": kVerbs,

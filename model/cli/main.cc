@@ -1,6 +1,7 @@
 // rdmalab-model: predict | sweep | explain | simulate | calibrate | profiles (see model/README.md).
 #include <algorithm>
 #include <cstdio>
+#include <fstream>
 #include <iostream>
 #include <iterator>
 #include <map>
@@ -35,6 +36,9 @@ commands:
   simulate   discrete-event simulation of a point (latency percentiles, cache effects)
   calibrate  fit the profiles' `fit` fields to calibration.yaml and print predicted vs published
                [--calibration FILE] [--tolerance 0.10] [--json]
+             calibrate --measured POINTS.json [--tolerance 0.15]: fit a profile to verb-level points
+               measured on a backend (run_all.py calibrate writes them); JSON: the fit table and
+               every field of the fitted profile with its source
   profiles   list profiles; `profiles NAME` prints every field with its value and source
 
 common flags: --profile NAME|FILE.yaml (default cib), --profile_dir DIR, --mode MODE (default tput),
@@ -62,7 +66,7 @@ struct Args {
 };
 
 const std::vector<std::string> kCliFlags = {"json", "profile", "profile_dir", "mode", "experiment", "calibration",
-                                            "tolerance", "simulate", "sweep", "help", "describe", "roles"};
+                                            "measured", "tolerance", "simulate", "sweep", "help", "describe", "roles"};
 const std::vector<std::string> kCliBoolFlags = {"json", "simulate", "help", "describe"};
 
 // A flag given without a value: the CLI's switches and the table's boolean parameters.
@@ -270,7 +274,48 @@ int Sweep(const Args& a) {
   return 0;
 }
 
+// A field's value as a profile file writes it: link kinds by name, booleans as true/false.
+json FieldValue(const rm::FieldInfo& f, const rm::Profile& p) {
+  static const std::vector<std::string> kinds = {"ib", "roce_v1", "roce_v2"};
+  std::string unit = f.unit;
+  if (unit.rfind("0 ib", 0) == 0) return kinds.at(static_cast<size_t>(f.get(p)));
+  if (unit == "bool") return f.get(p) != 0;
+  return f.get(p);
+}
+
+int CalibrateMeasured(const Args& a) {
+  double tol = std::stod(Flag(a, "tolerance", "0.15"));
+  std::ifstream in(Flag(a, "measured", ""));
+  if (!in) throw rm::ModelError("--measured " + Flag(a, "measured", "") + ": cannot read the file");
+  json doc;
+  try {
+    doc = json::parse(in);
+  } catch (const json::exception& e) {
+    throw rm::ModelError("--measured " + Flag(a, "measured", "") + ": not JSON (" + e.what() + ")");
+  }
+  rm::MeasuredFit r = rm::FitMeasured(doc, ProfileDir(a), tol);
+  json rows = json::array(), fields = json::array(), fits = json::array();
+  for (const auto& row : r.rows)
+    rows.push_back({{"id", row.id}, {"field", row.field}, {"metric", row.metric}, {"measured", row.measured},
+                    {"predicted", row.predicted}, {"error", row.error}, {"spread", row.spread},
+                    {"bottleneck", row.bottleneck}, {"pass", row.pass}, {"files", row.files}});
+  for (const auto& f : r.fits)
+    fits.push_back({{"field", f.field}, {"points", f.target}, {"extended", f.stored}, {"fitted", f.fitted}});
+  for (const auto& f : rm::ProfileFields()) {
+    if (std::string(f.path).rfind("roce.", 0) == 0 && !r.profile.roce) continue;
+    auto src = r.profile.sources.find(f.path);
+    json field = {{"path", f.path}, {"value", FieldValue(f, r.profile)},
+                  {"source", src == r.profile.sources.end() ? json(nullptr) : json(src->second)}};
+    if (r.profile.fits.count(f.path)) field["fit"] = r.profile.fits.at(f.path), field["points"] = r.profile.points.at(f.path);
+    fields.push_back(field);
+  }
+  std::cout << json{{"schema_version", "rdmalab-model-calibration/1"}, {"ok", r.ok}, {"tolerance", tol},
+                    {"extends", doc["extends"]}, {"rows", rows}, {"fits", fits}, {"fields", fields}}.dump(2) << "\n";
+  return r.ok ? 0 : 1;
+}
+
 int Calibrate(const Args& a) {
+  if (a.flags.count("measured")) return CalibrateMeasured(a);
   double tol = std::stod(Flag(a, "tolerance", "0.10"));
   rm::CalibrationResult r = rm::Calibrate(Flag(a, "calibration", rm::DefaultCalibrationPath()), ProfileDir(a), tol);
   if (a.flags.count("json")) {

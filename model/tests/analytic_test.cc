@@ -151,5 +151,47 @@ TEST(Analytic, LatencyOfReadExceedsInlineWrite) {
   EXPECT_GT(Eval({{"verb", "write"}, {"size", 32}}, "lat").lat_us, w.lat_us);  // payload DMA round trip
 }
 
+// A host engine (README "A NIC whose engine is the posting CPU"), on a host of 2 cores.
+const Profile& HostEngine() {
+  static Profile p = [] {
+    Profile h = LoadProfile("host-engine", DefaultProfileDir());
+    h.cpu.cores = 2;
+    return h;
+  }();
+  return p;
+}
+
+TEST(HostEngine, InboundWritesAreThePeersWorkAndShareTheHostsCores) {
+  nlohmann::json w = {{"verb", "write"}, {"size", 32}, {"inline_size", 64}, {"direction", "inbound"}, {"threads", 1}};
+  auto rate = [&](int clients) { return Eval(w, "tput", HostEngine(), {{"server", 1}, {"client", clients}}); };
+  Prediction one = rate(1), two = rate(2), three = rate(3);
+  EXPECT_EQ(one.bottleneck, "nic_rx");
+  EXPECT_NEAR(one.mops, 1e3 / HostEngine().nic.t.write_in_ns / (1 + HostEngine().nic.line_ns / HostEngine().nic.t.write_in_ns), 1e-6);
+  EXPECT_NEAR(two.mops / one.mops, 2.0, 1e-9);    // a core each
+  EXPECT_NEAR(three.mops / one.mops, 2.0, 1e-9);  // three busy threads time-share two cores
+  for (const auto& r : one.resources)              // no PCIe, PIO or wire: softnic only counts them
+    EXPECT_TRUE(r.name != "pcie_h2d" && r.name != "pcie_d2h" && r.name != "link_tx" && r.name != "link_rx") << r.name;
+}
+
+TEST(HostEngine, AnOutboundSendIsBoundByItsReceiversRecvHandling) {
+  nlohmann::json s = {{"verb", "send"}, {"connection", "UD"}, {"size", 32}, {"inline_size", 64},
+                      {"direction", "outbound"}, {"threads", 1}, {"post_list", 16}, {"cq_mod", 16}, {"tx_depth", 32}};
+  Profile fast_sender = HostEngine();
+  fast_sender.nic.t.send_ns = 20;
+  Prediction p = Eval(s, "tput", fast_sender, {{"server", 1}, {"client", 1}});
+  EXPECT_EQ(p.bottleneck, "nic_rx");
+  EXPECT_NEAR(p.mops, 1e3 / fast_sender.nic.t.recv_ns, 1e-6);
+}
+
+TEST(HostEngine, PayloadLinesAddToTheEngineTime) {
+  nlohmann::json w = {{"verb", "write"}, {"direction", "outbound"}, {"threads", 1}, {"post_list", 16}, {"cq_mod", 16},
+                      {"tx_depth", 32}};
+  w["size"] = 64;
+  double small_ns = 1e3 / Eval(w, "tput", HostEngine(), {{"server", 1}, {"client", 1}}).mops;
+  w["size"] = 4096;
+  double large_ns = 1e3 / Eval(w, "tput", HostEngine(), {{"server", 1}, {"client", 1}}).mops;
+  EXPECT_NEAR(large_ns - small_ns, 63 * HostEngine().nic.line_ns, 1e-6);
+}
+
 }  // namespace
 }  // namespace rdmalab::model

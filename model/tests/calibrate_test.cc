@@ -5,6 +5,7 @@
 #include <cmath>
 
 #include "model/calibrate.h"
+#include "model/analytic.h"
 
 namespace rdmalab::model {
 namespace {
@@ -60,6 +61,53 @@ TEST(Calibrate, BottleneckNamesMatchTheirAliases) {
   EXPECT_TRUE(SameBottleneck("IB bw", "link bw"));
   EXPECT_TRUE(SameBottleneck("NIC message rate", "NIC"));
   EXPECT_FALSE(SameBottleneck("MMIO bw", "DMA bw"));
+}
+
+// A measured calibration (run_all.py calibrate): points in the measured-points document.
+nlohmann::json MeasuredPoint(const std::string& id, const std::string& field, nlohmann::json point, double mops) {
+  return {{"id", id}, {"field", field}, {"metric", "mops"}, {"measured", mops}, {"point", std::move(point)},
+          {"files", {"softnic/calibrate-tput/points/" + id + ".json"}}};
+}
+
+nlohmann::json MeasuredDoc(nlohmann::json points) {
+  return {{"schema_version", "rdmalab-calibration-points/1"}, {"extends", "host-engine"}, {"points", std::move(points)}};
+}
+
+const nlohmann::json kOutboundWrite = {{"mode", "tput"}, {"roles", {{"server", 1}, {"client", 1}}},
+                                       {"params", {{"verb", "write"}, {"size", 32}, {"inline_size", 64},
+                                                   {"direction", "outbound"}, {"threads", 1}, {"qp", 1},
+                                                   {"tx_depth", 32}, {"cq_mod", 16}, {"post_list", 16}}}};
+
+TEST(CalibrateMeasured, TheWallRefusesApplicationLevelPoints) {
+  for (const char* mode : {"kv", "sequencer", "echo"}) {
+    nlohmann::json app = {{"mode", mode}, {"roles", {{"server", 1}, {"client", 1}}}, {"params", nlohmann::json::object()}};
+    nlohmann::json doc = MeasuredDoc({MeasuredPoint("write", "nic.write_ns", kOutboundWrite, 20),
+                                      MeasuredPoint(std::string("app-") + mode, "", app, 5)});
+    try {
+      FitMeasured(doc, DefaultProfileDir(), 0.15);
+      ADD_FAILURE() << mode << " point was accepted by the fit";
+    } catch (const ModelError& e) {
+      EXPECT_NE(std::string(e.what()).find("verb-level"), std::string::npos) << e.what();
+      EXPECT_NE(std::string(e.what()).find(mode), std::string::npos) << e.what();
+    }
+  }
+}
+
+TEST(CalibrateMeasured, FitsAFieldToItsPointAndKeepsThePointFiles) {
+  // the host engine's outbound WRITE in lists of 16: one thread posts (a call per list and
+  // post_per_wr_ns per WR), carries out each WR (its line included), polls one completion in 16
+  nlohmann::json doc = MeasuredDoc({MeasuredPoint("write", "nic.write_ns", kOutboundWrite, 20)});
+  MeasuredFit r = FitMeasured(doc, DefaultProfileDir(), 0.15);
+  ASSERT_EQ(r.rows.size(), 1u);
+  EXPECT_NEAR(r.rows[0].predicted, 20, 0.01);
+  EXPECT_TRUE(r.ok);
+  ASSERT_EQ(r.fits.size(), 1u);
+  EXPECT_EQ(r.fits[0].field, "nic.write_ns");
+  const Profile& p = r.profile;
+  double per_wr_ns = 1e3 / 20;
+  EXPECT_NEAR(p.nic.t.write_ns,
+              per_wr_ns - (p.cpu.post_doorbell_ns + p.cpu.poll_cq_ns) / 16 - p.cpu.post_per_wr_ns - p.nic.line_ns, 0.01);
+  EXPECT_EQ(r.profile.points.at("nic.write_ns").at(0), "softnic/calibrate-tput/points/write.json");
 }
 
 }  // namespace
