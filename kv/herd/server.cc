@@ -334,40 +334,43 @@ void Worker::Detect(std::uint8_t* slot, std::uint32_t client, Item& item) {
 }
 
 void Worker::ServeOneByOne(const std::atomic<bool>& stop) {
-  const RegionLayout& layout = server_.layout_;
+  const std::uint32_t window = server_.layout_.window, clients = server_.layout_.clients;
   // A ring of pipeline items: `newest` had its bucket prefetched, the one before it its
   // stage 1; the slot after `newest` holds an item already answered, so detection fills it.
   Item pipeline[kPipelineDepth];
   std::uint32_t newest = 0;
   // The worker's slots are contiguous, client by client: polling walks them in address order,
-  // and a poll that finds nothing costs a load and a compare (most polls, with many clients).
+  // and a poll that finds nothing costs a load, a compare and the walk (most polls, with many
+  // clients), in locals: counted into stats_ when the worker stops.
   std::uint8_t* const first = SlotOf(0, 0);
   std::uint8_t* slot = first;
   std::uint32_t client = 0, w = 0, empty = 0, idle = 0;
+  std::uint64_t empty_polls = 0;
   for (std::uint64_t turn = 0;; ++turn) {
     if ((turn & kStopCheckMask) == 0 && stop.load(std::memory_order_relaxed)) break;
-    const std::uint32_t next = newest + 1 == kPipelineDepth ? 0 : newest + 1;
-    Item& fresh = pipeline[next];
     std::uint8_t* const polled = slot;
     const std::uint32_t polled_client = client;
     slot += kSlotBytes;
-    if (++w == layout.window) {
+    if (++w == window) {
       w = 0;
-      if (++client == layout.clients) {
+      if (++client == clients) {
         client = 0;
         slot = first;
       }
     }
-    if (RequestPresent(polled)) {
+    const std::uint32_t next = newest + 1 == kPipelineDepth ? 0 : newest + 1;
+    Item& fresh = pipeline[next];
+    bool found = RequestPresent(polled);
+    if (found) {
       Detect(polled, polled_client, fresh);
-    } else {
-      fresh.kind = RequestKind::kEmpty;
+      found = fresh.kind != RequestKind::kEmpty;  // malformed and torn requests are dropped
     }
-    if (fresh.kind == RequestKind::kEmpty) {
-      ++stats_.empty_polls;
+    if (!found) {
+      ++empty_polls;
       if (++idle % kIdlePollsBeforeYield == 0) sched_yield();
       if (++empty < kEmptyPollsBeforeNoop) continue;
       ++stats_.noops;
+      fresh.kind = RequestKind::kEmpty;
     } else {
       idle = 0;
     }
@@ -379,6 +382,7 @@ void Worker::ServeOneByOne(const std::atomic<bool>& stop) {
     Stage0(fresh);
     newest = next;
   }
+  stats_.empty_polls += empty_polls;
 }
 
 void Worker::ServeBatched(const std::atomic<bool>& stop) {
