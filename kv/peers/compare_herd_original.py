@@ -39,6 +39,7 @@ import argparse
 import json
 import os
 import signal
+import socket
 import statistics
 import subprocess
 import sys
@@ -48,14 +49,38 @@ import uuid
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(ROOT / "benchmarks" / "peers"))
-import pairrun  # noqa: E402  (its listening-port wait)
-from compare_ucx import PLACEMENTS, placement_of  # noqa: E402  (one classification for every peer comparison)
+PLACEMENTS = ("sibling", "near", "far")  # by one-way cache-line latency, as benchmarks/peers/compare_ucx.py
 
 ORIGINAL_PORTS = (5500, 5501)  # the original's `servers` file: master, worker
 ORIGINAL_SHM_KEYS = (1, 2, 32, 33, 3185, 3186)  # its SysV segments (common.h), removed between runs
 ORIGINAL_PACKETS_PER_REQUEST = 2  # its WRITE and its SEND, both on softnic0
 START_TIMEOUT_S = 60.0
+
+
+def placement_of(floors_ns: list[float | None], bounds_ns: tuple[float, float]) -> str | None:
+    """The class every probe around a round fell in; "mixed" if they differ or one failed."""
+    if not floors_ns:
+        return None
+    classes = {None if f is None else PLACEMENTS[sum(f >= b for b in bounds_ns)] for f in floors_ns}
+    return classes.pop() if len(classes) == 1 and None not in classes else "mixed"
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+def wait_listening(port: int, proc: subprocess.Popen, deadline: float) -> bool:
+    """True once a socket listens on `port` (/proc/net/tcp, state 0A); a connection would be
+    the original's one accepted client."""
+    suffix = f":{port:04X}"
+    while time.monotonic() < deadline and proc.poll() is None:
+        rows = Path("/proc/net/tcp").read_text().splitlines()[1:]
+        if any(r.split()[1].endswith(suffix) and r.split()[3] == "0A" for r in rows):
+            return True
+        time.sleep(0.05)
+    return False
 
 
 def re_exec_under_debian_python() -> None:
@@ -121,7 +146,7 @@ def run_original(args: argparse.Namespace) -> float:
         deadline = time.monotonic() + START_TIMEOUT_S
         for server_id, port in enumerate(ORIGINAL_PORTS):
             procs.append(start(["taskset", "-c", str(args.server_core), main, str(server_id), str(port)], env, args.herd))
-            if not pairrun.wait_listening(port, procs[-1], deadline):
+            if not wait_listening(port, procs[-1], deadline):
                 raise RuntimeError(f"the original's server {server_id} never listened on port {port}")
         servers = "".join(f"127.0.0.1\n{port}\n" for port in ORIGINAL_PORTS)
         with tempfile.TemporaryFile("w+") as log:
@@ -142,14 +167,14 @@ def run_ours(args: argparse.Namespace) -> float:
     fabric = f"herd-ours-{uuid.uuid4().hex[:8]}"
     env = softnic_env(args.build, fabric, 2)
     kv = str(args.build / "bin" / "rdmalab-kv")
-    port = str(pairrun.free_port())
+    port = str(free_port())
     common = ["--system", "herd", "--workers", "1", "--clients", "1", "--window", "4", "--keys", str(1 << 20),
               "--value-size", "32", "--put-fraction", "0.06", "--log-mb", "128", "--warmup", "0",
               "-D", str(args.warmup + args.seconds + 1), "--timeout", str(START_TIMEOUT_S + args.warmup + args.seconds),
               "-p", port]
     procs = [start([kv, "server", *common, "-d", "softnic0", "--cpus", str(args.server_core)], env)]
     try:
-        if not pairrun.wait_listening(int(port), procs[0], time.monotonic() + START_TIMEOUT_S):
+        if not wait_listening(int(port), procs[0], time.monotonic() + START_TIMEOUT_S):
             raise RuntimeError("rdmalab-kv's HERD server never listened")
         procs.append(start([kv, "client", *common, "-d", "softnic1", "--cpus", str(args.client_core), "127.0.0.1"], env))
         # The server preloads its keys before the run starts: wait for its first responses.
