@@ -90,6 +90,9 @@ struct RunReport {
   std::vector<ResultRow> rows;
   nlohmann::json validation = {{"enabled", false}};
   nlohmann::json notes = nlohmann::json::array();
+  // Non-empty: the run ended early for this reason (a peer died); what it measured until
+  // then is written, marked by the program's own fields, and the program fails with it.
+  std::string cut_short;
 };
 
 // What the document of every program holds besides `own` (its mode, config and own parts):
@@ -139,6 +142,11 @@ int RunProgram(const ProgramSpec<Options, Session, Entry, Report>& program, int 
         report.validation.value("enabled", false) ? program.validation_line(report.validation) : "";
     WriteDocument(options.out_json, options.out_json_file, document,
                   TableText(program.heading(*session), report, program.peer_label, validation_line));
+    if (!report.cut_short.empty()) {
+      session->ReportFailure(report.cut_short);
+      std::fprintf(stderr, "%s: error: %s\n", program.name, report.cut_short.c_str());
+      return kExitError;
+    }
     session->Finish();
     if (!report.validation.value("ok", true)) {
       std::fprintf(stderr, "%s: error: %s: %s\n", program.name, program.validation_failure,

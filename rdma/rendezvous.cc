@@ -168,6 +168,15 @@ void RendezvousClient::ReportFailure(const std::string& reason) noexcept {
   fd_ = -1;
 }
 
+bool RendezvousClient::ClosedByServer(int wait_ms) const {
+  if (fd_ < 0) return true;
+  pollfd watched{fd_, POLLIN | POLLRDHUP, 0};
+  if (poll(&watched, 1, wait_ms) <= 0) return false;
+  char byte = 0;
+  const ssize_t n = recv(fd_, &byte, 1, MSG_PEEK | MSG_DONTWAIT);
+  return n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR);
+}
+
 void RendezvousClient::Bye() {
   Call({{"op", "bye"}}, 0);
   close(fd_);

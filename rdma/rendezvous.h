@@ -31,6 +31,10 @@ class RendezvousClient {
   // Tells every participant this process failed; best effort, never throws.
   void ReportFailure(const std::string& reason) noexcept;
   void Bye();
+  // Waits up to `wait_ms` for the server to end the connection while no request is
+  // outstanding (it sends nothing unasked, so anything readable is its end). True once it has:
+  // a standalone server's process is gone. Only for a watcher while no one else uses it.
+  bool ClosedByServer(int wait_ms) const;
 
  private:
   explicit RendezvousClient(int fd) : fd_(fd) {}

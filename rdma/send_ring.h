@@ -26,12 +26,20 @@ struct SendRing {
   std::uint32_t signal_every = 1;  // --cq-mod
   std::uint64_t posted = 0;
   std::uint64_t retired = 0;
+  std::uint64_t next_signaled = 0;  // SignalInOrder: WRs posted (seq + 1) at the last signaled one
 
   // Room for `count` more WRs. Progress needs depth >= signal_every + count - 1, so that a
   // full queue always holds a signaled WR whose completion frees it (checked at setup).
   bool HasRoom(std::uint32_t count) const { return posted - retired + count <= depth; }
   // Whether the WR posted as number `seq` (0-based) is signaled.
   bool Signaled(std::uint64_t seq) const { return (seq + 1) % signal_every == 0; }
+  // The same for WRs asked about once each, in posting order, without Signaled's division
+  // (tens of cycles on a hot path that posts one WR per request).
+  bool SignalInOrder(std::uint64_t seq) {
+    if (seq + 1 != next_signaled + signal_every) return false;
+    next_signaled += signal_every;
+    return true;
+  }
   std::uint64_t WrId(std::uint64_t seq) const { return (std::uint64_t{id} << 48) | (seq + 1); }
   std::uint64_t Outstanding() const { return posted - retired; }
 };

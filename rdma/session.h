@@ -63,6 +63,10 @@ class Participant {
   void ReportFailure(const std::string& reason) noexcept;
   // Says bye and, on a standalone server, waits for the clients to leave.
   void Finish();
+  // A standalone client's watch on its server while the run needs no rendezvous (the server
+  // embeds the rendezvous server, so its end ends the connection): waits up to `wait_ms`,
+  // true once the connection was closed. Never while Put, Get or Barrier may run.
+  bool RendezvousClosed(int wait_ms) const { return !rendezvous_ || rendezvous_->ClosedByServer(wait_ms); }
 
   // Where thread t may run: with --cpus, one CPU of the list (round robin); otherwise every
   // CPU of the device's NUMA node, so that processes sharing a host are not stacked on one CPU.

@@ -23,6 +23,29 @@ void ClientCounts::Add(const ClientCounts& o) {
   all_completed += o.all_completed;
 }
 
+void RunCut::Cut(const std::string& reason) {
+  std::lock_guard lock(mutex_);
+  if (cut_.load(std::memory_order_relaxed)) return;
+  reason_ = reason;
+  cut_.store(true, std::memory_order_release);
+}
+
+std::string RunCut::reason() const {
+  std::lock_guard lock(mutex_);
+  return reason_;
+}
+
+std::string SilenceReason(const std::vector<ClientState>& clients, const ClientPlan& plan) {
+  std::uint64_t in_flight = 0, retries = 0;
+  for (const auto& client : clients) {
+    in_flight += client.in_flight;
+    retries += client.counts.retries;
+  }
+  return "the server stopped answering: no answer for " + std::to_string(plan.dead_after_ns / 1'000'000) +
+         " ms to any of " + std::to_string(in_flight) + " requests in flight (" + std::to_string(retries) +
+         " retries in all)";
+}
+
 ClientState::ClientState(const WorkloadConfig& workload_config, std::uint32_t id, const ClientPlan& plan)
     : workload(workload_config, id), global_id(id), slots(plan.window), values(plan.window * plan.value_bytes) {}
 

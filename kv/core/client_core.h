@@ -15,7 +15,10 @@
 
 #include <atomic>
 #include <cstdint>
+#include <exception>
 #include <memory>
+#include <mutex>
+#include <string>
 #include <vector>
 
 #include "kv/workload/keyhash.h"
@@ -67,6 +70,22 @@ struct ClientPlan {
   std::uint64_t measure_ns = 0;
   std::uint64_t retry_ns = 100'000'000;
   std::uint64_t drain_ns = 2'000'000'000;  // after the last issue, how long answers may take
+  std::uint64_t dead_after_ns = 1'000'000'000;  // nothing answered this long: the server is dead; 0: never
+};
+
+// Why a client process stops before its end: the server died (its answers stopped, its QPs
+// failed, its rendezvous connection closed) or a transport failed. The first reason wins;
+// every client thread looks at it on its housekeeping turns and stops.
+class RunCut {
+ public:
+  void Cut(const std::string& reason);
+  bool cut() const { return cut_.load(std::memory_order_acquire); }
+  std::string reason() const;
+
+ private:
+  std::atomic<bool> cut_{false};
+  mutable std::mutex mutex_;
+  std::string reason_;
 };
 
 // One client's state beside its transport: the window, its values, its counts.
@@ -102,12 +121,17 @@ struct ThreadOutcome {
   std::uint64_t start = 0, end = 0;  // ticks of the measured interval of the thread's clients
 };
 
+// "the server stopped answering: ..." for a thread whose requests went unanswered too long.
+std::string SilenceReason(const std::vector<ClientState>& clients, const ClientPlan& plan);
+
 // Runs the clients of one thread to completion: fill every window, poll, account, reissue,
-// retry what went unanswered, stop issuing at the goal, drain. `abort` ends it early.
+// retry what went unanswered, stop issuing at the goal, drain. A transport's failure, or no
+// answer for plan.dead_after_ns, cuts the run (`cut`); another's cut ends this thread too.
+// What was measured until then stays in `clients` and `outcome`.
 template <typename Transport>
 void RunClients(std::vector<std::unique_ptr<Transport>>& transports, std::vector<ClientState>& clients,
-                const ClientPlan& plan, const TscClock& clock, std::uint64_t deadline_ticks,
-                const std::atomic<bool>& abort, ThreadOutcome& outcome) {
+                const ClientPlan& plan, const TscClock& clock, std::uint64_t deadline_ticks, RunCut& cut,
+                ThreadOutcome& outcome) {
   constexpr int kPollMax = 16;
   constexpr std::uint32_t kHousekeepingMask = 0xFF;  // loop turns between clock reads for retries
   constexpr std::uint32_t kQuietPeriodsBeforeYield = 2;
@@ -116,70 +140,78 @@ void RunClients(std::vector<std::unique_ptr<Transport>>& transports, std::vector
   const std::uint64_t measure_end = plan.ops_per_client ? ~std::uint64_t{0} : measure_start + clock.NsToTicks(plan.measure_ns);
   const std::uint64_t retry_ticks = clock.NsToTicks(plan.retry_ns);
   const std::uint64_t drain_ticks = clock.NsToTicks(plan.drain_ns);
-  std::uint64_t now = start, drain_deadline = ~std::uint64_t{0};
+  const std::uint64_t dead_after_ticks = plan.dead_after_ns ? clock.NsToTicks(plan.dead_after_ns) : ~std::uint64_t{0};
+  std::uint64_t now = start, drain_deadline = ~std::uint64_t{0}, last_answer = start;
   outcome.start = measure_start;
-
-  for (std::size_t c = 0; c < clients.size(); ++c) {
-    for (std::uint32_t s = 0; s < plan.window; ++s) {
-      PrepareRequest(clients[c], s, plan.value_bytes);
-      clients[c].slots[s].first_sent = clients[c].slots[s].last_sent = now;
-      transports[c]->Issue(clients[c].slots[s].request);
-    }
-  }
-  Response responses[kPollMax];
-  bool answered = false;  // since the last housekeeping
-  std::uint32_t quiet_periods = 0;
-  for (std::uint32_t turn = 0;; ++turn) {
-    bool busy = false;
+  try {
     for (std::size_t c = 0; c < clients.size(); ++c) {
-      ClientState& client = clients[c];
-      if (client.in_flight == 0 && !client.issuing) continue;
-      busy = true;
-      const int n = transports[c]->Poll(responses, kPollMax);
-      if (n == 0) continue;
-      answered = true;
-      now = clock.Now();
-      const bool measuring = now >= measure_start && now < measure_end;
-      for (int i = 0; i < n; ++i) {
-        if (!AcceptResponse(client, responses[i], plan, now, measuring, clock, outcome.latency)) continue;
-        if (plan.ops_per_client != 0 && now >= measure_start && client.issued_measured >= plan.ops_per_client) {
-          client.issuing = false;
-        }
-        if (now >= measure_end) client.issuing = false;
-        if (!client.issuing) continue;
-        const std::uint32_t slot = SlotOf(responses[i].id);
-        PrepareRequest(client, slot, plan.value_bytes);
-        client.slots[slot].first_sent = client.slots[slot].last_sent = now;
-        if (now >= measure_start) ++client.issued_measured;
-        transports[c]->Issue(client.slots[slot].request);
+      for (std::uint32_t s = 0; s < plan.window; ++s) {
+        PrepareRequest(clients[c], s, plan.value_bytes);
+        clients[c].slots[s].first_sent = clients[c].slots[s].last_sent = now;
+        transports[c]->Issue(clients[c].slots[s].request);
       }
     }
-    if (!busy) break;
-    if ((turn & kHousekeepingMask) != 0) continue;
-    // Many periods without an answer: the server may share this CPU (more busy pollers
-    // than cores), so let it run rather than spin out the time slice.
-    quiet_periods = answered ? 0 : quiet_periods + 1;
-    if (quiet_periods >= kQuietPeriodsBeforeYield) sched_yield();
-    answered = false;
-    now = clock.Now();
-    if (abort.load(std::memory_order_relaxed) || now >= deadline_ticks) break;
-    bool any_issuing = false;
-    for (std::size_t c = 0; c < clients.size(); ++c) {
-      ClientState& client = clients[c];
-      if (now >= measure_end) client.issuing = false;
-      any_issuing |= client.issuing;
-      if constexpr (Transport::kLosesMessages) {
-        for (auto& slot : client.slots) {
-          if (slot.busy && now - slot.last_sent >= retry_ticks) {
-            slot.last_sent = now;
-            ++client.counts.retries;
-            transports[c]->Resend(slot.request);
+    Response responses[kPollMax];
+    bool answered = false;  // since the last housekeeping
+    std::uint32_t quiet_periods = 0;
+    for (std::uint32_t turn = 0;; ++turn) {
+      bool busy = false;
+      for (std::size_t c = 0; c < clients.size(); ++c) {
+        ClientState& client = clients[c];
+        if (client.in_flight == 0 && !client.issuing) continue;
+        busy = true;
+        const int n = transports[c]->Poll(responses, kPollMax);
+        if (n == 0) continue;
+        answered = true;
+        now = last_answer = clock.Now();
+        const bool measuring = now >= measure_start && now < measure_end;
+        for (int i = 0; i < n; ++i) {
+          if (!AcceptResponse(client, responses[i], plan, now, measuring, clock, outcome.latency)) continue;
+          if (plan.ops_per_client != 0 && now >= measure_start && client.issued_measured >= plan.ops_per_client) {
+            client.issuing = false;
+          }
+          if (now >= measure_end) client.issuing = false;
+          if (!client.issuing) continue;
+          const std::uint32_t slot = SlotOf(responses[i].id);
+          PrepareRequest(client, slot, plan.value_bytes);
+          client.slots[slot].first_sent = client.slots[slot].last_sent = now;
+          if (now >= measure_start) ++client.issued_measured;
+          transports[c]->Issue(client.slots[slot].request);
+        }
+      }
+      if (!busy) break;
+      if ((turn & kHousekeepingMask) != 0) continue;
+      // Many periods without an answer: the server may share this CPU (more busy pollers
+      // than cores), so let it run rather than spin out the time slice.
+      quiet_periods = answered ? 0 : quiet_periods + 1;
+      if (quiet_periods >= kQuietPeriodsBeforeYield) sched_yield();
+      answered = false;
+      now = clock.Now();
+      if (cut.cut() || now >= deadline_ticks) break;
+      if (now - last_answer >= dead_after_ticks) {
+        cut.Cut(SilenceReason(clients, plan));
+        break;
+      }
+      bool any_issuing = false;
+      for (std::size_t c = 0; c < clients.size(); ++c) {
+        ClientState& client = clients[c];
+        if (now >= measure_end) client.issuing = false;
+        any_issuing |= client.issuing;
+        if constexpr (Transport::kLosesMessages) {
+          for (auto& slot : client.slots) {
+            if (slot.busy && now - slot.last_sent >= retry_ticks) {
+              slot.last_sent = now;
+              ++client.counts.retries;
+              transports[c]->Resend(slot.request);
+            }
           }
         }
       }
+      if (!any_issuing && drain_deadline == ~std::uint64_t{0}) drain_deadline = now + drain_ticks;
+      if (now >= drain_deadline) break;
     }
-    if (!any_issuing && drain_deadline == ~std::uint64_t{0}) drain_deadline = now + drain_ticks;
-    if (now >= drain_deadline) break;
+  } catch (const std::exception& error) {
+    cut.Cut(error.what());
   }
   std::uint64_t end = outcome.start;
   for (auto& client : clients) {

@@ -1,6 +1,7 @@
 #include "kv/core/client_process.h"
 
 #include <algorithm>
+#include <cstdio>
 
 namespace rdmalab::kv {
 
@@ -29,6 +30,9 @@ ClientPlan PlanOf(const Options& o) {
   plan.measure_ns = static_cast<std::uint64_t>(o.duration_s * 1e9);
   plan.retry_ns = static_cast<std::uint64_t>(o.retry_ms * 1e6);
   plan.drain_ns = std::max<std::uint64_t>(plan.retry_ns * 20, 2'000'000'000);
+  plan.dead_after_ns = o.dead_after_ms == 0 ? 0
+                                            : std::max<std::uint64_t>(static_cast<std::uint64_t>(o.dead_after_ms * 1e6),
+                                                                      plan.retry_ns * kRetriesBeforeDead);
   return plan;
 }
 
@@ -37,7 +41,7 @@ std::uint32_t GlobalClientId(const Session& session, int j) {
 }
 
 Report FinishClientProcess(Session& session, const std::vector<ClientState>& clients,
-                           const std::vector<ThreadOutcome>& outcomes) {
+                           const std::vector<ThreadOutcome>& outcomes, const std::string& cut_short) {
   const Options& o = session.options();
   Report report;
   report.rows.push_back(ClientRow(clients, outcomes, static_cast<std::uint32_t>(o.value_size), session.index(),
@@ -46,12 +50,24 @@ Report FinishClientProcess(Session& session, const std::vector<ClientState>& cli
   for (const auto& client : clients) total.Add(client.counts);
   report.validation = ValidationJson(o.validate, total);
   const ResultRow& row = report.rows.front();
-  session.Put("result", {{"ops", row.ops}, {"duration_s", row.duration_s}, {"per_peer", row.per_peer},
-                         {"counts", CountsJson(total)}});
+  report.cut_short = cut_short;
+  if (cut_short.empty()) {
+    session.Put("result", {{"ops", row.ops}, {"duration_s", row.duration_s}, {"per_peer", row.per_peer},
+                           {"counts", CountsJson(total)}});
+  }
   if (total.unanswered != 0) {
     report.notes.push_back(std::to_string(total.unanswered) + " requests still unanswered when the run ended");
   }
   return report;
+}
+
+std::string CutShortLine(const Session& session, const std::string& reason, double after_s) {
+  const Options& o = session.options();
+  const std::string at = o.server_host.empty() ? "" : " at " + o.server_host + ":" + std::to_string(o.port);
+  char seconds[32];
+  std::snprintf(seconds, sizeof(seconds), "%.2f", after_s);
+  return "server/0" + at + " lost after " + seconds + " s: " + reason +
+         "; the run was cut short, what it measured until then is written (cut_short)";
 }
 
 Report CollectClientResults(Session& session) {

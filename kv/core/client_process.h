@@ -4,7 +4,10 @@
 // the rendezvous ("result"), so the server reports the aggregate with every client's count.
 #pragma once
 
+#include <chrono>
 #include <memory>
+#include <string>
+#include <thread>
 #include <vector>
 
 #include "kv/core/client_core.h"
@@ -18,15 +21,25 @@ WorkloadConfig WorkloadOf(const Options& options);
 ClientPlan PlanOf(const Options& options);
 // This process's clients' global ids: index * --clients + j.
 std::uint32_t GlobalClientId(const Session& session, int j);
-// The row, the counts for the server and the validation, once the threads are done.
+// A dead server is noticed after this many retries unanswered at the least (--dead-after-ms).
+constexpr std::uint64_t kRetriesBeforeDead = 5;
+// How often a standalone client's watch on the rendezvous connection wakes to see the run end.
+constexpr int kRendezvousWatchMs = 50;
+
+// The row, the counts for the server and the validation, once the threads are done. A run
+// cut short (`cut_short` non-empty: the error line) gives nothing to the server, which is gone.
 Report FinishClientProcess(Session& session, const std::vector<ClientState>& clients,
-                           const std::vector<ThreadOutcome>& outcomes);
+                           const std::vector<ThreadOutcome>& outcomes, const std::string& cut_short);
+// The error line of a run cut short after `after_s` seconds: the server named, the reason.
+std::string CutShortLine(const Session& session, const std::string& reason, double after_s);
 // The server's side of the same: every client process's "result" gathered into one row
 // (rate over the longest process interval, every client's count) and the run's validation.
 Report CollectClientResults(Session& session);
 
 // `transports[j]` serves client j of this process. Barriers: "ready" (every side set up),
-// "start", "done".
+// "start", "done". While the clients run, a watcher waits on the rendezvous connection,
+// whose end means a standalone server's end; with the transports' own signs (no answers,
+// failed completions) it cuts the run short, and the report says so (Report::cut_short).
 template <typename Transport>
 Report RunClientProcess(Session& session, std::vector<std::unique_ptr<Transport>>& transports) {
   const Options& o = session.options();
@@ -43,15 +56,30 @@ Report RunClientProcess(Session& session, std::vector<std::unique_ptr<Transport>
   session.Barrier("ready");
   session.Barrier("start");
   const std::uint64_t deadline = session.DeadlineTicks();
-  RunPinnedThreads(session, threads, [&](int t) {
-    RunClients(owned[t], states[t], plan, session.clock(), deadline, g_abort, outcomes[t]);
+  const auto started = std::chrono::steady_clock::now();
+  RunCut cut;
+  std::atomic<bool> finished{false};
+  std::thread watcher([&] {
+    while (!finished.load(std::memory_order_acquire)) {
+      if (session.RendezvousClosed(kRendezvousWatchMs)) {
+        cut.Cut("its rendezvous connection closed (the server's process ended)");
+        return;
+      }
+    }
   });
+  RunPinnedThreads(session, threads, [&](int t) {
+    RunClients(owned[t], states[t], plan, session.clock(), deadline, cut, outcomes[t]);
+  });
+  finished.store(true, std::memory_order_release);
+  watcher.join();
+  const double after_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
   std::vector<ClientState> all;
   for (auto& group : states) {
     for (auto& state : group) all.push_back(std::move(state));
   }
-  Report report = FinishClientProcess(session, all, outcomes);
-  session.Barrier("done");
+  const std::string cut_short = cut.cut() ? CutShortLine(session, cut.reason(), after_s) : "";
+  Report report = FinishClientProcess(session, all, outcomes, cut_short);
+  if (cut_short.empty()) session.Barrier("done");
   return report;
 }
 

@@ -11,6 +11,7 @@ namespace rdmalab::kv {
 namespace {
 
 using Flag = rdmalab::Flag<Options>;
+constexpr Reach kClientOnly{false, kClientRole, Scope::kExperiment};
 
 // The flags of the systems (after the participant's, rdma/flags.h).
 std::vector<Flag> SystemFlags() {
@@ -41,6 +42,10 @@ std::vector<Flag> SystemFlags() {
       {"validate", 0, nullptr, nullptr, kShared, "check every GET's value against what was PUT", RDMALAB_SWITCH_FLAG(validate)},
       {"retry-ms", 0, "MS", "ms", kSharedClientSide, "a request unanswered this long is sent again (same id)",
        RDMALAB_NUMBER_FLAG(retry_ms, 0.01, 1e6)},
+      {"dead-after-ms", 0, "MS", "ms", kClientOnly,
+       "client: no answer to any request in flight for this long (at least 5 x --retry-ms) means the server died: "
+       "the run ends, its results so far written as cut short (0: wait to the end)",
+       RDMALAB_NUMBER_FLAG(dead_after_ms, 0, 1e7)},
       {"workers", 0, "NS", "threads", kShared, "server worker threads: HERD's (one key partition each), the READ-based stores' request handlers, memcached -t, "
        "redis io-threads",
        RDMALAB_INT_FLAG(workers, 1, 64)},

@@ -30,6 +30,9 @@ struct Options : ParticipantOptions {
   double warmup_s = 0.2;
   bool validate = false;
   double retry_ms = 100;
+  // No answer to any request in flight for this long: the server is taken as dead and the
+  // run cut short (0: never). At least 5 x retry_ms, so that retries had their chance.
+  double dead_after_ms = 1000;
   // HERD server.
   int workers = 1;
   int core = -1;  // >= 0: the server reports that worker's load only

@@ -18,10 +18,12 @@ Report Run(const System& system, Session& session) {
 }
 
 nlohmann::json Fields(const Session& session, const Report& report) {
-  return {{"mode", "kv"},
-          {"system", session.options().system},
-          {"config", ConfigJson(KvCommandLine(), session.options())},
-          {"server", report.server}};
+  nlohmann::json fields = {{"mode", "kv"},
+                           {"system", session.options().system},
+                           {"config", ConfigJson(KvCommandLine(), session.options())},
+                           {"server", report.server}};
+  if (!report.cut_short.empty()) fields["cut_short"] = {{"reason", report.cut_short}};
+  return fields;
 }
 
 std::string Heading(const Session& session) {

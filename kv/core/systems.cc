@@ -44,7 +44,8 @@ const std::vector<System>& Systems() {
 const std::vector<std::string>& EverySystemParams() {
   static const std::vector<std::string> params = {
       "system",     "keys",   "put_fraction", "get_fraction", "distribution", "zipf_theta", "key_size", "value_size",
-      "window",     "clients", "threads",     "iters",        "duration",     "warmup",     "validate", "retry_ms"};
+      "window",     "clients", "threads",     "iters",        "duration",     "warmup",     "validate", "retry_ms",
+      "dead_after_ms"};
   return params;
 }
 

@@ -47,8 +47,9 @@ class HerdTransport {
   SendRing ring_;
   std::uint32_t max_inline_ = 0;
   Region staging_;    // per window slot: the request as it is written
-  Region responses_;  // per worker QP: recv_depth_ buffers
+  Region responses_;  // per worker QP: recv_depth_ buffers of buffer_bytes_
   std::uint32_t recv_depth_ = 0;
+  std::uint32_t buffer_bytes_ = 0;
   std::vector<std::vector<std::uint32_t>> consumed_;  // per QP: buffers to re-post
 };
 
@@ -76,7 +77,8 @@ HerdTransport::HerdTransport(Session& session, std::uint32_t client)
   ud.send_depth = 1;
   ud.recv_depth = recv_depth_;
   staging_ = MakeRegion(session, std::size_t{layout_.window} * kSlotBytes, o_.use_hugepages);
-  responses_ = MakeRegion(session, std::size_t{layout_.workers} * recv_depth_ * kResponseBufferBytes, o_.use_hugepages);
+  buffer_bytes_ = ResponseBufferBytes(static_cast<std::uint32_t>(o_.value_size));
+  responses_ = MakeRegion(session, std::size_t{layout_.workers} * recv_depth_ * buffer_bytes_, o_.use_hugepages);
   consumed_.resize(layout_.workers);
   std::vector<std::uint32_t> all(recv_depth_);
   for (std::uint32_t i = 0; i < recv_depth_; ++i) all[i] = i;
@@ -112,8 +114,8 @@ void HerdTransport::PostRecvs(std::uint32_t qp, const std::uint32_t* buffers, st
     for (std::uint32_t i = 0; i < n; ++i) {
       const std::uint32_t b = buffers[done + i];
       sges[i].addr = reinterpret_cast<std::uintptr_t>(responses_.data()) +
-                     (std::uint64_t{qp} * recv_depth_ + b) * kResponseBufferBytes;
-      sges[i].length = kResponseBufferBytes;
+                     (std::uint64_t{qp} * recv_depth_ + b) * buffer_bytes_;
+      sges[i].length = buffer_bytes_;
       sges[i].lkey = responses_.mr->lkey;
       wrs[i].wr_id = (std::uint64_t{qp} << 32) | b;
       wrs[i].sg_list = &sges[i];
@@ -139,7 +141,7 @@ void HerdTransport::Send(const Request& request) {
   wr.sg_list = &sge;
   wr.num_sge = 1;
   wr.opcode = IBV_WR_RDMA_WRITE;
-  wr.send_flags = (bytes <= max_inline_ ? IBV_SEND_INLINE : 0) | (ring_.Signaled(seq) ? IBV_SEND_SIGNALED : 0);
+  wr.send_flags = (bytes <= max_inline_ ? IBV_SEND_INLINE : 0) | (ring_.SignalInOrder(seq) ? IBV_SEND_SIGNALED : 0);
   wr.wr.rdma.remote_addr = region_.address + (layout_.Slot(worker, client_, w) + 1) * kSlotBytes - bytes;
   wr.wr.rdma.rkey = region_.rkey;
   ibv_send_wr* bad = nullptr;
@@ -165,7 +167,7 @@ int HerdTransport::Poll(Response* out, int max) {
     const std::uint32_t qp = static_cast<std::uint32_t>(wc.wr_id >> 32);
     const std::uint32_t b = static_cast<std::uint32_t>(wc.wr_id);
     consumed_[qp].push_back(b);
-    const std::uint8_t* message = responses_.data() + (std::uint64_t{qp} * recv_depth_ + b) * kResponseBufferBytes + kUdGrhBytes;
+    const std::uint8_t* message = responses_.data() + (std::uint64_t{qp} * recv_depth_ + b) * buffer_bytes_ + kUdGrhBytes;
     Response& r = out[i];
     std::memcpy(&r.id, message, 4);
     std::uint16_t len = 0;

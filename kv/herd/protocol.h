@@ -32,7 +32,13 @@ constexpr std::uint32_t kMaxRequestValueBytes = kSlotBytes - kTrailerBytes;
 static_assert(kMaxValueBytes <= kMaxRequestValueBytes, "a HERD slot must hold the largest value");
 constexpr std::uint32_t kResponseHeaderBytes = 8;
 constexpr std::uint32_t kUdGrhBytes = 40;
-constexpr std::uint32_t kResponseBufferBytes = kUdGrhBytes + kResponseHeaderBytes + kMaxValueBytes;
+constexpr std::uint32_t kCacheLineBytes = 64;
+// A client's RECV buffer for responses carrying up to `value_bytes`: GRH, header and value,
+// whole cache lines, so that a client's buffers are packed (1 KB buffers put every
+// response's lines into the same few L1 sets, at the client and at the server that writes them).
+inline std::uint32_t ResponseBufferBytes(std::uint32_t value_bytes) {
+  return (kUdGrhBytes + kResponseHeaderBytes + value_bytes + kCacheLineBytes - 1) / kCacheLineBytes * kCacheLineBytes;
+}
 
 enum class RequestKind : std::uint8_t { kEmpty, kGet, kPut, kMalformed, kTorn };
 enum ResponseStatus : std::uint8_t { kMiss = 0, kHit = 1, kStored = 2, kRefused = 3 };
@@ -88,14 +94,19 @@ inline void EncodeRequest(std::uint8_t* slot_end, const KeyHash& key, std::uint3
   std::memcpy(trailer + 8, &key, sizeof(KeyHash));
 }
 
+// Whether the slot that starts at `slot` holds a request: its polled byte is set. The one
+// load a poll that finds nothing costs; ParseRequest looks again.
+inline bool RequestPresent(const std::uint8_t* slot) {
+  return *static_cast<const volatile std::uint8_t*>(slot + kSlotBytes - 1) != 0;
+}
+
 // Reads the slot that starts at `slot` (kSlotBytes long), copying the value to `value_copy`
 // (kMaxValueBytes). kEmpty when the polled byte is 0. Anything else is a request, or
 // malformed (LEN beyond kMaxValueBytes, an all-zero keyhash below the polled byte, a key of
 // another worker's partition), or torn (the check word disagrees). Never reads outside the slot.
 inline RequestKind ParseRequest(const std::uint8_t* slot, std::uint32_t worker, std::uint32_t workers,
                                 ParsedRequest* out, std::uint8_t* value_copy) {
-  const volatile std::uint8_t* polled = slot + kSlotBytes - 1;
-  if (*polled == 0) return RequestKind::kEmpty;
+  if (!RequestPresent(slot)) return RequestKind::kEmpty;
   std::atomic_signal_fence(std::memory_order_acquire);
   const std::uint8_t* trailer = slot + kSlotBytes - kTrailerBytes;
   std::uint32_t meta = 0;

@@ -93,7 +93,9 @@ class Worker {
   // Fills the next send WR (a response) into wrs_[count]; returns false when the item needs none.
   bool BuildResponse(const Item& item, std::uint32_t count);
   void PostResponses(std::uint32_t count);
-  void Detect(std::uint32_t client, std::uint32_t w, Item& item);
+  // The request in `slot` (kSlotBytes) of `client` into `item`, the slot cleared; kEmpty if none.
+  void Detect(std::uint8_t* slot, std::uint32_t client, Item& item);
+  std::uint8_t* SlotOf(std::uint32_t client, std::uint32_t w) const;
   void ServeOneByOne(const std::atomic<bool>& stop);
   void ServeBatched(const std::atomic<bool>& stop);
 
@@ -104,8 +106,12 @@ class Worker {
   std::vector<QpPtr> qps_;
   std::vector<SendRing> rings_;
   std::uint32_t next_qp_ = 0;
-  Region staging_;  // per send-queue entry: a response's header and value when it cannot go inline
-  std::uint32_t staging_slots_ = 0;
+  // A response that goes inline is copied by the post itself, so one buffer serves them all
+  // and stays in L1; one beyond --inline_size is read by DMA after the post, so it gets a
+  // staging entry per send-queue entry that stays untouched until its WR has retired.
+  alignas(64) std::uint8_t inline_response_[kResponseHeaderBytes + kMaxValueBytes];
+  Region staging_;
+  std::uint32_t staging_mask_ = 0;  // staging entries per ring, a power of two, less one
   std::uint8_t* region_ = nullptr;
   WorkerStats stats_;
   ibv_send_wr wrs_[kMaxBatch] = {};
@@ -213,9 +219,10 @@ void Worker::Setup() {
     ring.signal_every = static_cast<std::uint32_t>(o.cq_mod);
     rings_.push_back(ring);
   }
-  staging_slots_ = depth;
-  staging_ = MakeRegion(server_.session_, std::size_t{depth} * o.queues * (kResponseHeaderBytes + kMaxValueBytes),
-                        o.use_hugepages);
+  const std::uint32_t staging_slots = std::bit_ceil(depth);
+  staging_mask_ = staging_slots - 1;
+  staging_ = MakeRegion(server_.session_,
+                        std::size_t{staging_slots} * o.queues * (kResponseHeaderBytes + kMaxValueBytes), o.use_hugepages);
   region_ = server_.requests_.data();
   for (auto& wr : wrs_) {
     wr.opcode = IBV_WR_SEND;
@@ -270,19 +277,22 @@ bool Worker::BuildResponse(const Item& item, std::uint32_t count) {
   const std::uint16_t len = static_cast<std::uint16_t>(item.value_bytes);
   std::memcpy(header + 6, &len, 2);
   const std::uint64_t seq = ring.posted + count;
-  // Copied to a staging entry that stays untouched until this WR has retired (the ring's
-  // room check): beyond --inline_size the NIC reads it by DMA after the post.
-  std::uint8_t* staged = staging_.data() + (std::size_t{ring.id} * staging_slots_ + seq % staging_slots_) *
-                                               (kResponseHeaderBytes + kMaxValueBytes);
+  const bool inline_data = item.value_bytes <= static_cast<std::uint32_t>(server_.o_.inline_size);
+  // A batch's inline responses are copied at the post, after all are built: one buffer each.
+  std::uint8_t* staged =
+      inline_data && count == 0
+          ? inline_response_
+          : staging_.data() + (std::size_t{ring.id} * (staging_mask_ + 1) + (seq & staging_mask_)) *
+                                  (kResponseHeaderBytes + kMaxValueBytes);
   std::memcpy(staged, header, kResponseHeaderBytes);
   if (len != 0) std::memcpy(staged + kResponseHeaderBytes, item.value, len);
   sge.addr = reinterpret_cast<std::uintptr_t>(staged);
-  wr.send_flags = item.value_bytes <= static_cast<std::uint32_t>(server_.o_.inline_size) ? IBV_SEND_INLINE : 0;
+  wr.send_flags = inline_data ? IBV_SEND_INLINE : 0;
   sge.length = kResponseHeaderBytes + len;
   sge.lkey = staging_.mr->lkey;
   wr.sg_list = &sge;
   wr.wr_id = ring.WrId(seq);
-  if (ring.Signaled(seq)) wr.send_flags |= IBV_SEND_SIGNALED;
+  if (ring.SignalInOrder(seq)) wr.send_flags |= IBV_SEND_SIGNALED;
   wr.wr.ud.ah = server_.process_ahs_[client.process].get();
   wr.wr.ud.remote_qpn = client.ud_qpns[id_];
   wr.next = nullptr;
@@ -299,13 +309,16 @@ void Worker::PostResponses(std::uint32_t count) {
   ring.posted += count;
   stats_.responses += count;
   ++stats_.doorbells;
-  next_qp_ = (next_qp_ + 1) % static_cast<std::uint32_t>(rings_.size());
+  if (++next_qp_ == rings_.size()) next_qp_ = 0;
   // Room for the next batch on the next QP before building it.
   while (!rings_[next_qp_].HasRoom(kMaxBatch)) ReapSends(send_cq_.get(), rings_.data(), "HERD responses");
 }
 
-void Worker::Detect(std::uint32_t client, std::uint32_t w, Item& item) {
-  std::uint8_t* slot = region_ + server_.layout_.Slot(id_, client, w) * kSlotBytes;
+std::uint8_t* Worker::SlotOf(std::uint32_t client, std::uint32_t w) const {
+  return region_ + server_.layout_.Slot(id_, client, w) * kSlotBytes;
+}
+
+void Worker::Detect(std::uint8_t* slot, std::uint32_t client, Item& item) {
   item.kind = ParseRequest(slot, id_, server_.layout_.workers, &item.request, item.value_copy);
   if (item.kind == RequestKind::kEmpty) return;
   ClearRequest(slot);
@@ -321,26 +334,43 @@ void Worker::Detect(std::uint32_t client, std::uint32_t w, Item& item) {
 }
 
 void Worker::ServeOneByOne(const std::atomic<bool>& stop) {
-  const RegionLayout& layout = server_.layout_;
+  const std::uint32_t window = server_.layout_.window, clients = server_.layout_.clients;
   // A ring of pipeline items: `newest` had its bucket prefetched, the one before it its
   // stage 1; the slot after `newest` holds an item already answered, so detection fills it.
   Item pipeline[kPipelineDepth];
   std::uint32_t newest = 0;
+  // The worker's slots are contiguous, client by client: polling walks them in address order,
+  // and a poll that finds nothing costs a load, a compare and the walk (most polls, with many
+  // clients), in locals: counted into stats_ when the worker stops.
+  std::uint8_t* const first = SlotOf(0, 0);
+  std::uint8_t* slot = first;
   std::uint32_t client = 0, w = 0, empty = 0, idle = 0;
+  std::uint64_t empty_polls = 0;
   for (std::uint64_t turn = 0;; ++turn) {
     if ((turn & kStopCheckMask) == 0 && stop.load(std::memory_order_relaxed)) break;
+    std::uint8_t* const polled = slot;
+    const std::uint32_t polled_client = client;
+    slot += kSlotBytes;
+    if (++w == window) {
+      w = 0;
+      if (++client == clients) {
+        client = 0;
+        slot = first;
+      }
+    }
     const std::uint32_t next = newest + 1 == kPipelineDepth ? 0 : newest + 1;
     Item& fresh = pipeline[next];
-    Detect(client, w, fresh);
-    if (++w == layout.window) {
-      w = 0;
-      if (++client == layout.clients) client = 0;
+    bool found = RequestPresent(polled);
+    if (found) {
+      Detect(polled, polled_client, fresh);
+      found = fresh.kind != RequestKind::kEmpty;  // malformed and torn requests are dropped
     }
-    if (fresh.kind == RequestKind::kEmpty) {
-      ++stats_.empty_polls;
+    if (!found) {
+      ++empty_polls;
       if (++idle % kIdlePollsBeforeYield == 0) sched_yield();
       if (++empty < kEmptyPollsBeforeNoop) continue;
       ++stats_.noops;
+      fresh.kind = RequestKind::kEmpty;
     } else {
       idle = 0;
     }
@@ -352,6 +382,7 @@ void Worker::ServeOneByOne(const std::atomic<bool>& stop) {
     Stage0(fresh);
     newest = next;
   }
+  stats_.empty_polls += empty_polls;
 }
 
 void Worker::ServeBatched(const std::atomic<bool>& stop) {
@@ -366,7 +397,7 @@ void Worker::ServeBatched(const std::atomic<bool>& stop) {
     for (std::uint32_t c = 0; c < layout.clients && n < most; ++c) {
       for (std::uint32_t k = 0; k < layout.window; ++k) {
         const std::uint32_t w = (next_w[c] + k) % layout.window;
-        Detect(c, w, batch[n]);
+        Detect(SlotOf(c, w), c, batch[n]);
         if (batch[n].kind == RequestKind::kEmpty) continue;
         next_w[c] = (w + 1) % layout.window;
         Stage0(batch[n]);

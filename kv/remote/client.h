@@ -149,7 +149,7 @@ Report RunRemoteClient(Session& session) {
   Report report = RunClientProcess(session, transports);
   ClientTotals total;
   for (const auto& t : totals) total.Add(t);
-  session.Put("totals", total.Json());
+  if (report.cut_short.empty()) session.Put("totals", total.Json());
   total.Report(o, report.rows.front(), report.notes);
   return report;
 }

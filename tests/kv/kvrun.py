@@ -68,17 +68,22 @@ def standalone(system: str, args: Sequence[str], client_processes: int = 1, time
             benchrun.remove_fabric(fabric)
 
 
-def documents(run: benchrun.Run) -> list[dict]:
-    """Every role exited 0 with one schema-valid rdmalab-kv/1 document; returned in role order."""
+def validate(doc: dict) -> None:
+    """The document matches kv/schema/rdmalab-kv.schema.json."""
     global _VALIDATOR
     import jsonschema
     if _VALIDATOR is None:
         _VALIDATOR = jsonschema.Draft202012Validator(json.loads(SCHEMA.read_text()))
+    errors = sorted(_VALIDATOR.iter_errors(doc), key=lambda e: list(e.path))
+    assert not errors, "\n".join(f"{list(e.path)}: {e.message}" for e in errors)
+
+
+def documents(run: benchrun.Run) -> list[dict]:
+    """Every role exited 0 with one schema-valid rdmalab-kv/1 document; returned in role order."""
     assert run.ok, run.describe()
     docs = [json.loads(role.stdout) for role in run.roles]
     for doc in docs:
-        errors = sorted(_VALIDATOR.iter_errors(doc), key=lambda e: list(e.path))
-        assert not errors, "\n".join(f"{list(e.path)}: {e.message}" for e in errors)
+        validate(doc)
     return docs
 
 

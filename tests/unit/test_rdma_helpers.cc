@@ -13,6 +13,7 @@
 #include "rdma/error.h"
 #include "rdma/histogram.h"
 #include "rdma/rendezvous.h"
+#include "rdma/send_ring.h"
 
 namespace rdmalab {
 namespace {
@@ -169,6 +170,21 @@ TEST_F(Rendezvous, DisconnectWithoutByeFailsEveryoneFast) {
     EXPECT_NE(std::string(e.what()).find("participant client/3 failed: disconnected"), std::string::npos) << e.what();
   }
   EXPECT_LT(MonotonicNs() - start, 2'000'000'000u);
+}
+
+TEST_F(Rendezvous, ClosedByServerOnlyOnceTheServerIsGone) {
+  auto client = RendezvousClient::Connect("127.0.0.1", port_, "secret", "client", 0, 2000);
+  EXPECT_FALSE(client.ClosedByServer(20));  // open and quiet: no request, no reply
+  server_.reset();  // a standalone server's process ending
+  EXPECT_TRUE(client.ClosedByServer(2000));
+}
+
+TEST(SendRing, SignalInOrderSignalsWhatSignaledSays) {
+  for (std::uint32_t every : {1u, 3u, 64u}) {
+    SendRing ring;
+    ring.signal_every = every;
+    for (std::uint64_t seq = 0; seq < 1000; ++seq) EXPECT_EQ(ring.SignalInOrder(seq), ring.Signaled(seq)) << every << " " << seq;
+  }
 }
 
 TEST(RendezvousClientAlone, NoServerFailsAtTheDeadline) {
