@@ -156,6 +156,7 @@ struct SoftAh {
   ibv_ah ah;
   ibv_ah_attr attr;
   int32_t device;  // destination device index, -1 if no device has that address
+  bool multicast;  // the address names a group (multicast.h): device is -1
 };
 
 
