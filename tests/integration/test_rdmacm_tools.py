@@ -182,19 +182,21 @@ MCKEY_MESSAGES = "10"
 
 
 def test_mckey_sender_reaches_every_receiver(fabric):
-    """mckey's receiver joins one group with MCKEY_RECEIVERS ids (a UD QP each) on softnic0;
-    once they have joined, a sender on softnic1 joins and sends MCKEY_MESSAGES; each
-    receiving QP must take every message (mckey waits for all of them)."""
+    """mckey's receiver joins one group with MCKEY_RECEIVERS ids (a UD QP each, RECVs posted
+    before the join) on softnic0; once all have joined, a sender on softnic1 joins and sends
+    MCKEY_MESSAGES; each receiving QP must take every message (mckey waits for all of them).
+    Both sides sleep 3 s after joining (for a subnet manager): the sender starts at the
+    receiver's joins so that the two sleeps overlap."""
     group = f"239.{os.getpid() % 250}.{next(_ports) % 250}.1"
     mckey = str(UTILS_DIR / "mckey")
-    # Line-buffered: the test waits for the receiver's "receiving data transfers" line.
+    # Line-buffered: the test waits for the receiver's "joined" lines.
     receiver = ["stdbuf", "-oL", mckey, "-m", group, "-b", fabric.server_address, "-c", str(MCKEY_RECEIVERS), "-C", MCKEY_MESSAGES]
     sender = [mckey, "-m", group, "-b", fabric.client_address, "-s", "-C", MCKEY_MESSAGES]
     deadline = time.monotonic() + PAIR_TIMEOUT_S
     with tempfile.TemporaryFile("w+") as rout:
         receiving = _start(receiver, fabric.env(), rout)
         try:
-            while "receiving data transfers" not in _read(rout):
+            while _read(rout).count("joined dgid") < MCKEY_RECEIVERS:
                 assert receiving.poll() is None, f"receiver exited {receiving.returncode}:\n{_read(rout)}"
                 assert time.monotonic() < deadline, f"receiver never joined:\n{_read(rout)}"
                 time.sleep(0.005)
