@@ -13,6 +13,8 @@ packages=(
   python3-pyverbs
   # peers measured side by side with softnic
   ucx-utils
+  # tests/integration: third-party RDMA programs run unmodified on softnic
+  qperf libfabric-bin
   # kv/: the TCP baselines the key-value systems are compared with (rdmalab-kv --system memcached|redis)
   memcached redis-server
   # tests: ABI checks, non-root user checks

@@ -72,7 +72,8 @@ int DeviceOfAddress(in_addr_t address) {
   return it == d->addresses.end() ? -1 : static_cast<int>(it - d->addresses.begin());
 }
 
-void Push(Channel* channel, Id* id, rdma_cm_event_type type, int status, const Message* message, Id* listen_id) {
+void Push(Channel* channel, Id* id, rdma_cm_event_type type, int status, const Message* message, Id* listen_id,
+          const rdma_ud_param* ud) {
   auto* e = new Event;
   e->event.id = &id->id;
   e->event.listen_id = listen_id != nullptr ? &listen_id->id : nullptr;
@@ -98,6 +99,7 @@ void Push(Channel* channel, Id* id, rdma_cm_event_type type, int status, const M
       e->event.param.conn.qp_num = message->qp_num;
     }
   }
+  if (ud != nullptr) e->event.param.ud = *ud;
   std::lock_guard<std::mutex> lock(channel->mutex);
   channel->queue.push_back(e);
   const uint64_t one = 1;

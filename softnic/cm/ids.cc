@@ -414,6 +414,7 @@ int rdma_destroy_id(rdma_cm_id* cm_id) {
   {
     std::lock_guard<std::mutex> pump(id->owner->pump);
     if (id->state == State::kListening) DropUndeliveredRequests(id);
+    LeaveAllMulticast(id);
     CloseSocket(id);
     if (!id->listen_path.empty()) unlink(id->listen_path.c_str());
     RemoveFromChannel(id);  // events not yet delivered go, as the kernel drops them
@@ -510,8 +511,11 @@ int rdma_resolve_addr(rdma_cm_id* cm_id, sockaddr* src_addr, sockaddr* dst_addr,
   if (id->state != State::kIdle && id->state != State::kBound) return Fail(EINVAL);
   const auto* dst = reinterpret_cast<const sockaddr_in*>(dst_addr);
   cm_id->route.addr.dst_sin = *dst;
+  // A multicast group is reached from the id's own device (device 0 when unbound): mckey
+  // and rdma-core resolve the group's address before they join it.
+  const bool group = IN_MULTICAST(ntohl(dst->sin_addr.s_addr));
   bool valid = true;
-  int target = DeviceOf(dst->sin_addr.s_addr, &valid);
+  int target = group ? std::max(id->device, 0) : DeviceOf(dst->sin_addr.s_addr, &valid);
   if (!valid || target < 0) {
     Push(id->owner, id, RDMA_CM_EVENT_ADDR_ERROR, -EHOSTUNREACH);
     return id->sync ? WaitFor(id, RDMA_CM_EVENT_ADDR_RESOLVED) : 0;
@@ -520,7 +524,7 @@ int rdma_resolve_addr(rdma_cm_id* cm_id, sockaddr* src_addr, sockaddr* dst_addr,
   if (id->device < 0) {
     // Devices stand for hosts: reach another device's address from a different device.
     const int count = static_cast<int>(GetDevices()->contexts.size());
-    AttachDevice(id, IsLoopback(dst->sin_addr.s_addr) || count == 1 ? target : (target + 1) % count);
+    AttachDevice(id, group || IsLoopback(dst->sin_addr.s_addr) || count == 1 ? target : (target + 1) % count);
   }
   if (cm_id->route.addr.src_sin.sin_addr.s_addr == htonl(INADDR_ANY)) {
     cm_id->route.addr.src_sin.sin_addr.s_addr = GetDevices()->addresses[static_cast<size_t>(id->device)];

@@ -66,6 +66,15 @@ enum class State {
 
 struct Channel;
 
+// A multicast group an id joined (multicast.cc).
+struct Membership {
+  in_addr_t address;   // the group's IPv4 address, network order
+  ibv_gid mgid;
+  uint16_t mlid;
+  void* context;       // the join's, returned in MULTICAST_JOIN's param.ud.private_data
+  bool attached;       // the id's QP is attached (a full member with a QP at join time)
+};
+
 // rdma_cm_id first, so the public pointer is the object's.
 struct Id {
   rdma_cm_id id{};
@@ -89,6 +98,7 @@ struct Id {
   bool own_pd = false;
   uint8_t ack_timeout = kDefaultAckTimeout;  // RDMA_OPTION_ID_ACK_TIMEOUT, used at RTS
   int unacked_events = 0;  // delivered by rdma_get_cm_event, not yet acknowledged (AckMutex)
+  std::vector<Membership> groups;  // multicast groups joined and not left
 };
 
 // An event and the private data it points into, so it lives until rdma_ack_cm_event.
@@ -131,8 +141,9 @@ const Devices* GetDevices();
 int DeviceOfAddress(in_addr_t address);  // -1 if no device has it
 
 // events.cc
+// `ud`, when given, is the event's param.ud (a multicast join's address and QKEY).
 void Push(Channel* channel, Id* id, rdma_cm_event_type type, int status, const Message* message = nullptr,
-          Id* listen_id = nullptr);
+          Id* listen_id = nullptr, const rdma_ud_param* ud = nullptr);
 void Watch(Id* id);    // adds id->socket to its channel's epoll set, named by id->serial
 void Unwatch(Id* id);
 int64_t NowMs();
@@ -145,6 +156,8 @@ void HandleReadable(Id* id);
 void HandleTimeout(Id* id);
 int WaitFor(Id* id, rdma_cm_event_type expected);  // sync ids: the event a call waits for
 
+// multicast.cc: detaches the id's QP from every group it joined and forgets them.
+void LeaveAllMulticast(Id* id);
 // qp.cc
 // RTR and RTS towards `remote` (the peer's REQ or REP) with the resources in id->local.
 int MoveQpToRts(Id* id, const Message& remote, bool active);

@@ -34,6 +34,14 @@ ibv_ah_attr PeerAh(const Message& remote) {
   return ah;
 }
 
+void CopyAddressIfMissing(const sockaddr* from, sockaddr** to, socklen_t* length) {
+  if (*to != nullptr || from == nullptr || from->sa_family != AF_INET) return;
+  auto* copy = static_cast<sockaddr_in*>(std::calloc(1, sizeof(sockaddr_in)));
+  std::memcpy(copy, from, sizeof(sockaddr_in));
+  *to = reinterpret_cast<sockaddr*>(copy);
+  *length = sizeof(sockaddr_in);
+}
+
 int ModifyToInit(ibv_qp* qp, ibv_qp_type type) {
   ibv_qp_attr attr{};
   attr.qp_state = IBV_QPS_INIT;
@@ -249,35 +257,35 @@ void rdma_destroy_srq(rdma_cm_id* cm_id) {
 }
 
 int rdma_getaddrinfo(const char* node, const char* service, const rdma_addrinfo* hints, rdma_addrinfo** res) {
-  if (res == nullptr || (node == nullptr && service == nullptr)) return Fail(EINVAL);
+  // Neither node nor service: the hints' addresses alone, as librdmacm answers them
+  // (rdma-core's tests name a multicast group so; libfabric's verbs provider its peers).
+  if (res == nullptr || (node == nullptr && service == nullptr && hints == nullptr)) return Fail(EINVAL);
   const bool passive = hints != nullptr && (hints->ai_flags & RAI_PASSIVE);
-  addrinfo want{};
-  want.ai_family = AF_INET;
-  want.ai_socktype = SOCK_STREAM;
-  want.ai_flags = (passive ? AI_PASSIVE : 0) | ((hints && (hints->ai_flags & RAI_NUMERICHOST)) ? AI_NUMERICHOST : 0);
-  addrinfo* found = nullptr;
-  if (getaddrinfo(node, service, &want, &found) != 0 || found == nullptr) return Fail(EADDRNOTAVAIL);
+  sockaddr_in* address = nullptr;
+  if (node != nullptr || service != nullptr) {
+    addrinfo want{};
+    want.ai_family = AF_INET;
+    want.ai_socktype = SOCK_STREAM;
+    want.ai_flags = (passive ? AI_PASSIVE : 0) | ((hints && (hints->ai_flags & RAI_NUMERICHOST)) ? AI_NUMERICHOST : 0);
+    addrinfo* found = nullptr;
+    if (getaddrinfo(node, service, &want, &found) != 0 || found == nullptr) return Fail(EADDRNOTAVAIL);
+    address = static_cast<sockaddr_in*>(std::calloc(1, sizeof(sockaddr_in)));
+    std::memcpy(address, found->ai_addr, sizeof(sockaddr_in));
+    freeaddrinfo(found);
+  }
   auto* rai = static_cast<rdma_addrinfo*>(std::calloc(1, sizeof(rdma_addrinfo)));
-  auto* address = static_cast<sockaddr_in*>(std::calloc(1, sizeof(sockaddr_in)));
-  std::memcpy(address, found->ai_addr, sizeof(sockaddr_in));
-  freeaddrinfo(found);
   rai->ai_flags = hints != nullptr ? hints->ai_flags : 0;
   rai->ai_family = AF_INET;
   rai->ai_port_space = hints != nullptr && hints->ai_port_space ? hints->ai_port_space : RDMA_PS_TCP;
   rai->ai_qp_type = hints != nullptr && hints->ai_qp_type ? hints->ai_qp_type
                     : rai->ai_port_space == RDMA_PS_UDP ? IBV_QPT_UD : IBV_QPT_RC;
-  if (passive) {
-    rai->ai_src_addr = reinterpret_cast<sockaddr*>(address);
-    rai->ai_src_len = sizeof(sockaddr_in);
-  } else {
-    rai->ai_dst_addr = reinterpret_cast<sockaddr*>(address);
-    rai->ai_dst_len = sizeof(sockaddr_in);
-    if (hints != nullptr && hints->ai_src_addr != nullptr && hints->ai_src_addr->sa_family == AF_INET) {
-      auto* src = static_cast<sockaddr_in*>(std::calloc(1, sizeof(sockaddr_in)));
-      std::memcpy(src, hints->ai_src_addr, sizeof(sockaddr_in));
-      rai->ai_src_addr = reinterpret_cast<sockaddr*>(src);
-      rai->ai_src_len = sizeof(sockaddr_in);
-    }
+  if (address != nullptr) {
+    (passive ? rai->ai_src_addr : rai->ai_dst_addr) = reinterpret_cast<sockaddr*>(address);
+    (passive ? rai->ai_src_len : rai->ai_dst_len) = sizeof(sockaddr_in);
+  }
+  if (hints != nullptr) {  // what node and service did not give, the hints' addresses do
+    CopyAddressIfMissing(hints->ai_src_addr, &rai->ai_src_addr, &rai->ai_src_len);
+    CopyAddressIfMissing(hints->ai_dst_addr, &rai->ai_dst_addr, &rai->ai_dst_len);
   }
   *res = rai;
   return 0;

@@ -1,6 +1,6 @@
 // librdmacm entry points softnic does not implement. Each fails the way librdmacm fails
-// a feature the device lacks, so programs take their "not supported" branch: multicast
-// (a fabric has no multicast groups), ECE (no vendor options to negotiate) and rsockets
+// a feature the device lacks, so programs take their "not supported" branch: ECE (no
+// vendor options to negotiate) and rsockets
 // (a socket API over verbs; its programs can use the kernel's sockets on one host).
 #include <rdma/rdma_cma.h>
 #include <rdma/rsocket.h>
@@ -17,10 +17,6 @@ int Refuse() {
 }  // namespace
 
 extern "C" {
-
-int rdma_join_multicast(rdma_cm_id*, sockaddr*, void*) { errno = EOPNOTSUPP; return -1; }
-int rdma_join_multicast_ex(rdma_cm_id*, rdma_cm_join_mc_attr_ex*, void*) { errno = EOPNOTSUPP; return -1; }
-int rdma_leave_multicast(rdma_cm_id*, sockaddr*) { errno = EADDRNOTAVAIL; return -1; }
 
 int rdma_set_local_ece(rdma_cm_id*, ibv_ece*) { errno = EOPNOTSUPP; return -1; }
 int rdma_get_remote_ece(rdma_cm_id*, ibv_ece*) { errno = EOPNOTSUPP; return -1; }

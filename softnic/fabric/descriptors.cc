@@ -1,7 +1,6 @@
 #include "softnic/fabric/descriptors.h"
 
 #include <fcntl.h>
-#include <signal.h>
 #include <sys/socket.h>
 #include <sys/un.h>
 #include <unistd.h>
@@ -13,6 +12,7 @@
 #include <cstring>
 #include <thread>
 
+#include "softnic/fabric/background_thread.h"
 #include "softnic/fabric/object.h"
 
 namespace softnic {
@@ -84,7 +84,7 @@ bool DescriptorService::Publish(const std::string& directory, uint64_t id, int f
       close(fd);
       return false;
     }
-    std::thread([this, listener] { Serve(listener); }).detach();
+    StartBackgroundThread([this, listener] { Serve(listener); });
     started_ = true;
   }
   published_[id] = fd;
@@ -106,11 +106,8 @@ void DescriptorService::Withdraw(uint64_t id) {
 }
 
 // One request per connection: the peer sends the id, we answer one byte and, when we
-// serve that id, its descriptor. Signals stay with the application's threads.
+// serve that id, its descriptor.
 void DescriptorService::Serve(int listener) {
-  sigset_t all;
-  sigfillset(&all);
-  pthread_sigmask(SIG_BLOCK, &all, nullptr);
   for (;;) {
     int connection = accept4(listener, nullptr, nullptr, SOCK_CLOEXEC);
     if (connection < 0) {

@@ -13,7 +13,7 @@
 namespace softnic {
 
 constexpr uint32_t kFabricMagic = 0x534e4943;  // "SNIC"
-constexpr uint32_t kFabricLayoutVersion = 10;  // bump with every change to this file's shared structs
+constexpr uint32_t kFabricLayoutVersion = 11;  // bump with every change to this file's shared structs
 constexpr uint32_t kMaxDevices = 16;
 constexpr uint32_t kDefaultDevices = 2;
 constexpr uint32_t kMaxProcesses = 128;
@@ -26,6 +26,7 @@ constexpr size_t kPageBytes = 4096;
 constexpr size_t kCacheLineBytes = 64;
 constexpr uint32_t kQpnMask = 0xffffff;  // QPNs are 24-bit on the wire
 constexpr uint32_t kEntryReserved = 0xffffffffu;  // a table entry being filled in
+constexpr uint32_t kMaxMulticastAttachments = 1024;  // (group, QP) pairs in a fabric
 static_assert(kQpIndexBits < 24, "QPN = random high bits | table index, within 24 bits");
 
 enum class LinkLayer : uint8_t { kInfiniBand = 1, kEthernet = 2 };
@@ -228,6 +229,16 @@ struct DeviceEntry {
   MrEntry mrs[kMaxMrsPerDevice];
 };
 
+// One QP attached to one multicast group (ibv_attach_mcast). A UD SEND to the group is
+// delivered to every QP attached to it, on any device. An entry whose QP has gone (its QP
+// table entry no longer holds `qpn`) is free for reuse.
+struct MulticastAttachment {
+  std::atomic<uint32_t> qpn{0};  // 0 = free, kEntryReserved = being filled; published last
+  uint16_t device = 0;
+  uint16_t mlid = 0;
+  uint8_t mgid[16] = {};
+};
+
 struct FabricHeader {
   std::atomic<uint32_t> magic{0};  // set last by the creator
   uint32_t layout_version = 0;
@@ -245,6 +256,10 @@ struct FabricHeader {
   alignas(kCacheLineBytes) std::atomic<uint64_t> control_epoch{0};
   ProcessSlot processes[kMaxProcesses];
   DeviceEntry devices[kMaxDevices];
+  // Attachments are taken under `admin`, lowest free index first; a sender scans the first
+  // `multicast_in_use` (never lowered: it bounds the scan, entries below it may be free).
+  std::atomic<uint32_t> multicast_in_use{0};
+  MulticastAttachment multicast[kMaxMulticastAttachments];
 };
 
 // Kills every cached set of checks that a change may void, in every process; the

@@ -1,16 +1,15 @@
 #include "softnic/fabric/process.h"
 
 #include <pthread.h>
-#include <signal.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
 #include <cerrno>
 #include <condition_variable>
 #include <mutex>
-#include <thread>
 
 #include "softnic/fabric/accounting.h"
+#include "softnic/fabric/background_thread.h"
 #include "softnic/fabric/object.h"
 
 namespace softnic {
@@ -65,9 +64,6 @@ struct ClaimResult {
 };
 
 void HoldSlotForever(Fabric* fabric, ClaimResult* result) {
-  sigset_t all;
-  sigfillset(&all);
-  pthread_sigmask(SIG_BLOCK, &all, nullptr);
   FabricHeader* header = fabric->header();
   bool claimed = false;
   ProcessAttachment attachment;
@@ -109,7 +105,7 @@ AdminLock::~AdminLock() { pthread_mutex_unlock(&fabric_->admin); }
 
 bool AttachProcess(Fabric* fabric, ProcessAttachment* attachment, std::string* error) {
   auto* result = new ClaimResult;  // shared with the detached thread; lives for the process
-  std::thread(HoldSlotForever, fabric, result).detach();
+  StartBackgroundThread(HoldSlotForever, fabric, result);
   std::unique_lock<std::mutex> lock(result->mutex);
   result->done.wait(lock, [&] { return result->finished; });
   if (!result->claimed) {

@@ -4,8 +4,6 @@
 // receive completion directly. A completion channel is a FIFO in the fabric directory:
 // a producer that finds the CQ armed writes one byte to it, which wakes the owner's
 // ibv_get_cq_event (or the owner's own poll() on channel->fd).
-#include <fcntl.h>
-#include <poll.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -22,7 +20,6 @@ constexpr uint64_t kSupportedWcFlags =
     IBV_WC_EX_WITH_BYTE_LEN | IBV_WC_EX_WITH_IMM | IBV_WC_EX_WITH_QP_NUM |
     IBV_WC_EX_WITH_SRC_QP | IBV_WC_EX_WITH_SLID | IBV_WC_EX_WITH_SL |
     IBV_WC_EX_WITH_DLID_PATH_BITS;
-constexpr int kChannelWaitSliceMs = 10;
 constexpr uint32_t kCqesPerClaim = 16;
 
 // One event per arming: the count rises before the byte is written, so whoever reads a
@@ -461,31 +458,24 @@ int ibv_destroy_cq(ibv_cq* ibcq) {
 
 int ibv_get_cq_event(ibv_comp_channel* ibchannel, ibv_cq** cq_out, void** cq_context) {
   SoftChannel* channel = ToSoft(ibchannel);
-  Runtime* runtime = Runtime::Get();
-  bool nonblocking = (fcntl(ibchannel->fd, F_GETFL) & O_NONBLOCK) != 0;
   for (;;) {
     // Each event is one byte in the FIFO: take exactly one, so that channel->fd stays
-    // readable exactly while events are pending (programs poll() it themselves).
-    pollfd fd{ibchannel->fd, POLLIN, 0};
-    int ready = poll(&fd, 1, nonblocking ? 0 : kChannelWaitSliceMs);
+    // readable exactly while events are pending (programs poll() it themselves). A plain
+    // read, as libibverbs does on the uverbs fd: a signal whose handler lacks SA_RESTART
+    // ends the wait with EINTR (qperf's test timer ends its event loop so), a non-blocking
+    // channel answers EAGAIN. Stalled sends need no wake-up here: the progress thread
+    // retries them.
     char byte;
-    if (ready > 0 && read(ibchannel->fd, &byte, 1) == 1) {
-      std::lock_guard<std::mutex> lock(channel->mutex);
-      for (SoftCq* cq : channel->cqs) {
-        if (TakeCountedEvent(cq->ring.header()->event_pending)) {
-          *cq_out = reinterpret_cast<ibv_cq*>(&cq->ex);
-          *cq_context = cq->ex.cq_context;
-          return 0;
-        }
+    if (read(ibchannel->fd, &byte, 1) != 1) return -1;
+    std::lock_guard<std::mutex> lock(channel->mutex);
+    for (SoftCq* cq : channel->cqs) {
+      if (TakeCountedEvent(cq->ring.header()->event_pending)) {
+        *cq_out = reinterpret_cast<ibv_cq*>(&cq->ex);
+        *cq_context = cq->ex.cq_context;
+        return 0;
       }
-      continue;  // the event's CQ was destroyed meanwhile
     }
-    if (nonblocking) {
-      errno = EAGAIN;
-      return -1;
-    }
-    // While we sleep, stalled sends of this process must still be retried.
-    if (runtime->stalled_count.load(std::memory_order_relaxed) != 0) runtime->ProgressStalled();
+    // The event's CQ was destroyed meanwhile: wait for the next.
   }
 }
 

@@ -259,6 +259,9 @@ int ibv_query_device(ibv_context* context, ibv_device_attr* attr) {
   attr->max_srq_wr = static_cast<int>(limits.max_srq_wr);
   attr->max_srq_sge = static_cast<int>(limits.max_sge);
   attr->max_pkeys = 1;
+  attr->max_mcast_grp = static_cast<int>(kMaxMulticastAttachments);  // a group has a member
+  attr->max_mcast_qp_attach = static_cast<int>(kMaxMulticastAttachments);
+  attr->max_total_mcast_qp_attach = static_cast<int>(kMaxMulticastAttachments);
   attr->local_ca_ack_delay = 16;
   attr->phys_port_cnt = 1;
   return 0;

@@ -145,6 +145,8 @@ void Finish(SoftQp* qp, const WorkRequest& wr, uint32_t slot, const Outcome& out
 // The receive side of the peer this WR goes to, mapped and cached; null when there is no
 // live QP of the right number and state there.
 Destination* ResolveDestination(Runtime* runtime, SoftQp* qp, const WorkRequest& wr);
+// The same for the UD QP `qpn` on `device` (a member of a multicast group).
+Destination* ResolveUdDestination(Runtime* runtime, SoftQp* qp, uint32_t device, uint32_t qpn);
 uint32_t EffectiveQkey(const SoftQp* qp, const WorkRequest& wr);
 
 void ApplyFaultDelay(const DeviceEntry& local, const DeviceEntry& remote);

@@ -156,6 +156,7 @@ struct SoftAh {
   ibv_ah ah;
   ibv_ah_attr attr;
   int32_t device;  // destination device index, -1 if no device has that address
+  bool multicast;  // the address names a group (multicast.h): device is -1
 };
 
 
@@ -393,7 +394,7 @@ class Runtime {
   // QPs of this process by device and table index, for retiring send slots on poll.
   SoftQp* local_qps[kMaxDevices][kMaxQpsPerDevice] = {};
 
-  // QPs with stalled send queues, retried by poll_cq, get_cq_event and the progress thread.
+  // QPs with stalled send queues, retried by poll_cq and the progress thread.
   std::mutex stalled_mutex;
   std::condition_variable stalled_cv;  // the progress thread waits here while none is stalled
   std::vector<SoftQp*> stalled;

@@ -4,6 +4,7 @@
 
 #include "softnic/fabric/object.h"
 #include "softnic/verbs/internal.h"
+#include "softnic/verbs/multicast.h"
 
 namespace softnic {
 namespace {
@@ -387,6 +388,7 @@ int ibv_destroy_qp(ibv_qp* ibqp) {
   Runtime* runtime = Runtime::Get();
   LockQp(qp);
   runtime->RemoveStalled(qp);
+  if (ibqp->qp_type == IBV_QPT_UD) DetachAllOf(runtime->fabric(), qp->device_index, ibqp->qp_num);
   ChangeBetweenControlEpochs(*runtime->fabric(), [&] { qp->entry->qpn.store(0, std::memory_order_release); });
   runtime->local_qps[qp->device_index][qp->index] = nullptr;
   if (!qp->srq) RemoveObject(runtime->directory(), qp->recv_object.id);
@@ -395,8 +397,5 @@ int ibv_destroy_qp(ibv_qp* ibqp) {
 }
 
 ibv_qp_ex* ibv_qp_to_qp_ex(ibv_qp* qp) { return &ToSoft(qp)->ex; }
-
-int ibv_attach_mcast(ibv_qp*, const union ibv_gid*, uint16_t) { return EOPNOTSUPP; }
-int ibv_detach_mcast(ibv_qp*, const union ibv_gid*, uint16_t) { return EOPNOTSUPP; }
 
 }  // extern "C"

@@ -8,6 +8,7 @@
 
 #include "softnic/fabric/object.h"
 #include "softnic/verbs/internal.h"
+#include "softnic/verbs/multicast.h"
 
 namespace softnic {
 namespace {
@@ -197,7 +198,8 @@ ibv_ah* ibv_create_ah(ibv_pd* pd, ibv_ah_attr* attr) {
   ah->ah.context = pd->context;
   ah->ah.pd = pd;
   ah->attr = *attr;
-  ah->device = FindDeviceByAddress(fabric, *attr);
+  ah->multicast = IsMulticastAddress(*attr);
+  ah->device = ah->multicast ? -1 : FindDeviceByAddress(fabric, *attr);
   return &ah->ah;
 }
 

@@ -13,6 +13,7 @@
 #include <ctime>
 #include <thread>
 
+#include "softnic/fabric/background_thread.h"
 #include "softnic/fabric/object.h"
 #include "softnic/verbs/backing.h"
 #include "softnic/verbs/internal.h"
@@ -236,7 +237,7 @@ void Runtime::StartProgressThread() {
   std::lock_guard<std::mutex> lock(progress_mutex_);
   if (progress_thread_started_) return;
   progress_thread_started_ = true;
-  std::thread([this] {
+  StartBackgroundThread([this] {
     std::unique_lock<std::mutex> lock(stalled_mutex);
     for (;;) {
       stalled_cv.wait(lock, [this] { return !stalled.empty(); });
@@ -245,7 +246,7 @@ void Runtime::StartProgressThread() {
       ProgressStalled();
       lock.lock();
     }
-  }).detach();
+  });
 }
 
 uint32_t MtuBytes(ibv_mtu mtu) {

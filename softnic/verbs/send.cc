@@ -10,6 +10,7 @@
 #include <cerrno>
 #include <cstring>
 
+#include "softnic/verbs/multicast.h"
 #include "softnic/verbs/send_fast.h"
 
 namespace softnic {
@@ -340,13 +341,65 @@ Outcome ExecuteRead(Runtime* runtime, SoftQp* qp, const WorkRequest& wr, const D
   return Done(total);
 }
 
+enum class FaultVerdict { kPasses, kDeviceDown, kDropped };
+
+// The device faults on the path to `device` (fault injection): down devices lose every
+// message, a delay waits here, a drop probability loses UC/UD messages.
+FaultVerdict PassFaults(Runtime* runtime, const SoftQp* qp, uint32_t device, bool reliable) {
+  const FabricHeader& fabric = *runtime->fabric();
+  if (fabric.faults_active.load(std::memory_order_relaxed) == 0) return FaultVerdict::kPasses;
+  const DeviceEntry& local_device = fabric.devices[qp->device_index];
+  const DeviceEntry& remote_device = fabric.devices[device];
+  if (local_device.faults.down.load(std::memory_order_relaxed) |
+      remote_device.faults.down.load(std::memory_order_relaxed)) {
+    return FaultVerdict::kDeviceDown;
+  }
+  ApplyFaultDelay(local_device, remote_device);
+  if (!reliable && FaultDrops(local_device, remote_device)) return FaultVerdict::kDropped;
+  return FaultVerdict::kPasses;
+}
+
+// A UD SEND to a group: every QP attached to it, on any device (the sender's own QP too:
+// a NIC loops multicast back to its port), gets a copy through the checks a unicast SEND
+// meets there (QKEY, faults, a posted RECV), with the group's GID as the GRH's
+// destination. The sender completes once, whoever received.
+Outcome ExecuteMulticast(Runtime* runtime, SoftQp* qp, const WorkRequest& wr) {
+  if ((wr.remote_qpn & kQpnMask) != kMulticastQpn) return Lose(runtime, qp, kDroppedNoDestination);
+  Piece sources[kMaxPieces];
+  uint32_t source_count = 0;
+  if (!GatherSources(qp, wr, sources, &source_count)) return Fail(IBV_WC_LOC_PROT_ERR);
+  const FabricHeader& fabric = *runtime->fabric();
+  const uint32_t in_use = fabric.multicast_in_use.load(std::memory_order_acquire);
+  for (uint32_t i = 0; i < in_use; ++i) {
+    const MulticastAttachment& member = fabric.multicast[i];
+    const uint32_t qpn = member.qpn.load(std::memory_order_acquire);
+    if (qpn == 0 || qpn == kEntryReserved || !ReachesAttachment(wr.ah->attr, member)) continue;
+    Destination* destination = ResolveUdDestination(runtime, qp, member.device, qpn);
+    if (destination == nullptr || destination->entry->qkey.load(std::memory_order_relaxed) != EffectiveQkey(qp, wr)) {
+      Count(runtime->counters(qp->device_index), kDroppedNoDestination);
+      continue;
+    }
+    switch (PassFaults(runtime, qp, destination->device, false)) {
+      case FaultVerdict::kPasses: break;
+      case FaultVerdict::kDeviceDown: Count(runtime->counters(qp->device_index), kDroppedDeviceDown); continue;
+      case FaultVerdict::kDropped: Count(runtime->counters(qp->device_index), kDroppedFault); continue;
+    }
+    const ibv_grh unicast_grh = destination->grh;
+    std::memcpy(destination->grh.dgid.raw, member.mgid, sizeof(member.mgid));
+    Outcome outcome = ExecuteSend(runtime, qp, wr, *destination, sources, source_count, wr.total_bytes);
+    destination->grh = unicast_grh;
+    if (outcome.status == IBV_WC_SUCCESS) CountTransfer(runtime, qp, wr, destination->device);
+  }
+  return Done(wr.total_bytes);
+}
+
 }  // namespace
 
 Outcome Execute(SoftQp* qp, const WorkRequest& wr) {
   Runtime* runtime = Runtime::Get();
-  const FabricHeader& fabric = *runtime->fabric();
   ibv_qp_type type = qp->ex.qp_base.qp_type;
   bool reliable = type == IBV_QPT_RC;
+  if (type == IBV_QPT_UD && wr.ah->multicast) return ExecuteMulticast(runtime, qp, wr);
   Destination* destination = ResolveDestination(runtime, qp, wr);
   if (destination == nullptr) {
     return reliable ? Stall(StallReason::kReceiverNotReady) : Lose(runtime, qp, kDroppedNoDestination);
@@ -355,17 +408,14 @@ Outcome Execute(SoftQp* qp, const WorkRequest& wr) {
       destination->entry->qkey.load(std::memory_order_relaxed) != EffectiveQkey(qp, wr)) {
     return Lose(runtime, qp, kDroppedNoDestination);
   }
-  if (fabric.faults_active.load(std::memory_order_relaxed) != 0) {
-    const DeviceEntry& local_device = fabric.devices[qp->device_index];
-    const DeviceEntry& remote_device = fabric.devices[destination->device];
-    if (local_device.faults.down.load(std::memory_order_relaxed) |
-        remote_device.faults.down.load(std::memory_order_relaxed)) {
-      // Every attempt is lost on the wire; RC then retries until retry_cnt runs out.
+  switch (PassFaults(runtime, qp, destination->device, reliable)) {
+    case FaultVerdict::kPasses: break;
+    // Every attempt is lost on the wire; RC then retries until retry_cnt runs out.
+    case FaultVerdict::kDeviceDown: {
       Outcome lost = Lose(runtime, qp, kDroppedDeviceDown);
       return reliable ? Stall(StallReason::kReceiverNotReady) : lost;
     }
-    ApplyFaultDelay(local_device, remote_device);
-    if (!reliable && FaultDrops(local_device, remote_device)) return Lose(runtime, qp, kDroppedFault);
+    case FaultVerdict::kDropped: return Lose(runtime, qp, kDroppedFault);
   }
 
   // The responder's QP must enable the operation before any key is looked at (rxe's

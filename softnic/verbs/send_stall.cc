@@ -76,37 +76,39 @@ uint32_t NextRandom() {
   return static_cast<uint32_t>(state);
 }
 
+// The peer `qpn` on `device`, through the cache entry `destination` (refilled when it
+// holds another peer, or this one is gone).
+Destination* ResolveIn(Runtime* runtime, SoftQp* qp, uint32_t device, uint32_t qpn, Destination* destination) {
+  const FabricHeader& fabric = *runtime->fabric();
+  bool cached = destination->entry != nullptr && destination->qpn == qpn &&
+                destination->device == device;
+  if (!cached || destination->entry->qpn.load(std::memory_order_acquire) != qpn) {
+    *destination = Destination{};
+    if (!MapDestination(runtime, device, qpn, qp->ex.qp_base.qp_type, destination)) {
+      *destination = Destination{};
+      return nullptr;
+    }
+    if (qp->ex.qp_base.qp_type == IBV_QPT_UD) destination->grh = MakeGrh(fabric, qp->device_index, device);
+  }
+  return Usable(fabric, *destination) ? destination : nullptr;
+}
+
 }  // namespace
 
 void LockQp(SoftQp* qp) { LockQpInline(qp); }
 void UnlockQp(SoftQp* qp) { UnlockQpInline(qp); }
 
 Destination* ResolveDestination(Runtime* runtime, SoftQp* qp, const WorkRequest& wr) {
-  const FabricHeader& fabric = *runtime->fabric();
-  int32_t device;
-  uint32_t qpn;
-  Destination* destination;
   if (qp->ex.qp_base.qp_type == IBV_QPT_UD) {
-    device = wr.ah->device;
-    qpn = wr.remote_qpn & kQpnMask;
-    destination = &qp->ud_cache[UdDestinationSlot(qpn, uint32_t(device))];
-  } else {
-    device = qp->dest_device;
-    qpn = qp->attr.dest_qp_num;
-    destination = &qp->connected;
+    if (wr.ah->device < 0) return nullptr;
+    return ResolveUdDestination(runtime, qp, uint32_t(wr.ah->device), wr.remote_qpn & kQpnMask);
   }
-  if (device < 0) return nullptr;
-  bool cached = destination->entry != nullptr && destination->qpn == qpn &&
-                destination->device == uint32_t(device);
-  if (!cached || destination->entry->qpn.load(std::memory_order_acquire) != qpn) {
-    *destination = Destination{};
-    if (!MapDestination(runtime, uint32_t(device), qpn, qp->ex.qp_base.qp_type, destination)) {
-      *destination = Destination{};
-      return nullptr;
-    }
-    if (qp->ex.qp_base.qp_type == IBV_QPT_UD) destination->grh = MakeGrh(fabric, qp->device_index, uint32_t(device));
-  }
-  return Usable(fabric, *destination) ? destination : nullptr;
+  if (qp->dest_device < 0) return nullptr;
+  return ResolveIn(runtime, qp, uint32_t(qp->dest_device), qp->attr.dest_qp_num, &qp->connected);
+}
+
+Destination* ResolveUdDestination(Runtime* runtime, SoftQp* qp, uint32_t device, uint32_t qpn) {
+  return ResolveIn(runtime, qp, device, qpn, &qp->ud_cache[UdDestinationSlot(qpn, device)]);
 }
 
 uint32_t EffectiveQkey(const SoftQp* qp, const WorkRequest& wr) {

@@ -2,12 +2,20 @@
 // readable and ibv_get_cq_event returns the CQ; solicited-only arming ignores unsolicited
 // completions; only a completion added after the arming raises an event (ibv_req_notify_cq(3),
 // rxe), so a program that takes the event, re-arms and then polls one completion, as
-// perftest's -e mode does, sees one event per completion. Every wait is poll() on channel->fd
-// with a timeout.
+// perftest's -e mode does, sees one event per completion. A blocking ibv_get_cq_event is a
+// read() of the channel as on a NIC: a signal whose handler lacks SA_RESTART ends it with
+// EINTR (qperf's timed tests end their event loop so), one with SA_RESTART does not. Every
+// other wait is poll() on channel->fd with a timeout.
 #include <fcntl.h>
 #include <poll.h>
+#include <pthread.h>
+#include <signal.h>
 
+#include <atomic>
+#include <cerrno>
+#include <chrono>
 #include <cstring>
+#include <thread>
 
 #include "verbs_fixture.h"
 
@@ -16,6 +24,27 @@ namespace {
 
 constexpr int kEventTimeoutMs = 5000;
 constexpr int kNoEventWaitMs = 200;
+constexpr auto kSignalAfter = std::chrono::milliseconds(50);
+// A send that ends the blocking wait if the signal did not: the test fails instead of hanging.
+constexpr auto kBackstopSendAfter = std::chrono::milliseconds(2000);
+
+void CountSignal(int) {}
+
+// SIGUSR1's handler, installed with or without SA_RESTART, for the life of the object.
+class SignalHandlerScope {
+ public:
+  explicit SignalHandlerScope(int flags) {
+    struct sigaction action{};
+    action.sa_handler = CountSignal;
+    action.sa_flags = flags;
+    sigemptyset(&action.sa_mask);
+    sigaction(SIGUSR1, &action, &previous_);
+  }
+  ~SignalHandlerScope() { sigaction(SIGUSR1, &previous_, nullptr); }
+
+ private:
+  struct sigaction previous_{};
+};
 
 class CompletionChannel : public VerbsTest {
  protected:
@@ -134,6 +163,55 @@ TEST_P(CompletionChannel, NonBlockingGetCqEvent) {
   ASSERT_EQ(ibv_req_notify_cq(recv_cq_.get(), 0), 0);
   ASSERT_NO_FATAL_FAILURE(Send(0));
   ASSERT_NO_FATAL_FAILURE(ExpectEvent());
+}
+
+// Signals the calling thread after kSignalAfter; once the wait returned, or at `send_by`,
+// posts one SEND that raises the armed CQ's event. Returns what the blocking
+// ibv_get_cq_event returned.
+int GetCqEventSignaledMidWait(ibv_comp_channel* channel, ibv_qp* sender, const Buffer& buffer,
+                              std::chrono::milliseconds send_by, int* error) {
+  pthread_t waiter = pthread_self();
+  std::atomic<bool> returned{false};
+  std::thread helper([&] {
+    auto start = std::chrono::steady_clock::now();
+    std::this_thread::sleep_for(kSignalAfter);
+    pthread_kill(waiter, SIGUSR1);
+    while (!returned.load() && std::chrono::steady_clock::now() - start < send_by) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+    PostSend(sender, {.opcode = IBV_WR_SEND, .sges = {Sge(buffer, 0, 32)}});
+  });
+  ibv_cq* cq = nullptr;
+  void* context = nullptr;
+  int rc = ibv_get_cq_event(channel, &cq, &context);
+  *error = errno;
+  returned.store(true);
+  helper.join();
+  return rc;
+}
+
+TEST_P(CompletionChannel, SignalWithoutRestartInterruptsGetCqEvent) {
+  SignalHandlerScope handler(0);
+  ASSERT_EQ(ibv_req_notify_cq(recv_cq_.get(), 0), 0);
+  int error = 0;
+  int rc = GetCqEventSignaledMidWait(channel_.get(), pair_.a->qp(), send_buf_, kBackstopSendAfter, &error);
+  if (rc == 0) ++unacked_;
+  EXPECT_EQ(rc, -1) << "the wait outlived a signal without SA_RESTART";
+  EXPECT_EQ(error, EINTR) << strerror(error);
+  // The event of the backstop SEND is still there for the next wait.
+  ASSERT_NO_FATAL_FAILURE(ExpectCompletion(pair_.a->send_cq(), IBV_WC_SUCCESS));
+  if (rc != 0) ASSERT_NO_FATAL_FAILURE(ExpectEvent());
+}
+
+TEST_P(CompletionChannel, SignalWithRestartLeavesGetCqEventWaiting) {
+  SignalHandlerScope handler(SA_RESTART);
+  ASSERT_EQ(ibv_req_notify_cq(recv_cq_.get(), 0), 0);
+  int error = 0;
+  int rc = GetCqEventSignaledMidWait(channel_.get(), pair_.a->qp(), send_buf_, 4 * kSignalAfter, &error);
+  ASSERT_EQ(rc, 0) << "a signal with SA_RESTART ended the wait: " << strerror(error);
+  ++unacked_;
+  ASSERT_NO_FATAL_FAILURE(ExpectCompletion(pair_.a->send_cq(), IBV_WC_SUCCESS));
+  ASSERT_NO_FATAL_FAILURE(ExpectCompletion(recv_cq_.get(), IBV_WC_SUCCESS));
 }
 
 CONFORMANCE_INSTANTIATE(CompletionChannel);

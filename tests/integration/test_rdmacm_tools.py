@@ -67,7 +67,9 @@ class Fabric:
                        check=True, capture_output=True, timeout=30)
         show = subprocess.run([str(CLI), "fabric", "show", "--fabric", self.name, "--json"], check=True,
                               capture_output=True, text=True, timeout=30)
-        self.server_address = json.loads(show.stdout)["devices"][0]["ipv4"]
+        devices = json.loads(show.stdout)["devices"]
+        self.server_address = devices[0]["ipv4"]
+        self.client_address = devices[1]["ipv4"]
         assert re.fullmatch(r"10\.55\.\d+\.1", self.server_address), self.server_address
 
     def env(self) -> dict[str, str]:
@@ -173,6 +175,39 @@ def test_rdma_server_client(fabric):
     client = [str(UTILS_DIR / "rdma_client"), "-s", fabric.server_address, "-p", str(port)]
     s_out, c_out = _check(run_pair(fabric, server, client, port), server, client)
     assert "rdma_server: end 0" in s_out and "rdma_client: end 0" in c_out, (s_out, c_out)
+
+
+MCKEY_RECEIVERS = 3
+MCKEY_MESSAGES = "10"
+
+
+def test_mckey_sender_reaches_every_receiver(fabric):
+    """mckey's receiver joins one group with MCKEY_RECEIVERS ids (a UD QP each, RECVs posted
+    before the join) on softnic0; once all have joined, a sender on softnic1 joins and sends
+    MCKEY_MESSAGES; each receiving QP must take every message (mckey waits for all of them).
+    Both sides sleep 3 s after joining (for a subnet manager): the sender starts at the
+    receiver's joins so that the two sleeps overlap."""
+    group = f"239.{os.getpid() % 250}.{next(_ports) % 250}.1"
+    mckey = str(UTILS_DIR / "mckey")
+    # Line-buffered: the test waits for the receiver's "joined" lines.
+    receiver = ["stdbuf", "-oL", mckey, "-m", group, "-b", fabric.server_address, "-c", str(MCKEY_RECEIVERS), "-C", MCKEY_MESSAGES]
+    sender = [mckey, "-m", group, "-b", fabric.client_address, "-s", "-C", MCKEY_MESSAGES]
+    deadline = time.monotonic() + PAIR_TIMEOUT_S
+    with tempfile.TemporaryFile("w+") as rout:
+        receiving = _start(receiver, fabric.env(), rout)
+        try:
+            while _read(rout).count("joined dgid") < MCKEY_RECEIVERS:
+                assert receiving.poll() is None, f"receiver exited {receiving.returncode}:\n{_read(rout)}"
+                assert time.monotonic() < deadline, f"receiver never joined:\n{_read(rout)}"
+                time.sleep(0.005)
+            sent = subprocess.run(sender, env=fabric.env(), capture_output=True, text=True, timeout=PAIR_TIMEOUT_S)
+            assert sent.returncode == 0 and "return status 0" in sent.stdout, sent.stdout + sent.stderr
+            receiving.wait(timeout=max(0.1, deadline - time.monotonic()))
+        finally:
+            _kill(receiving)
+        out = _read(rout)
+    assert receiving.returncode == 0 and "return status 0" in out, out
+    assert out.count("joined dgid") == MCKEY_RECEIVERS, out
 
 
 PERFTEST_CASES = [("ib_write_bw", "-R"), ("ib_send_bw", "-R", "-c", "UD"), ("ib_read_lat", "-R")]
