@@ -51,8 +51,9 @@ SGBATCH_PACKETS = 8000
 SGBATCH_SGES = 8
 SGBATCH_PACKET_BYTES = 256
 ECHO_MESSAGES = 1000
-# Under TCG on a shared 2-core host a case takes 3-18 s, all 19 about 4-4.5 min with the
-# boot; the deadlines leave room for a loaded host without letting a hung pair stall the tier.
+# Under TCG on a 2-core host a case takes 1-8 s idle, 3-18 s loaded (all 19 with the boot:
+# 1.5-4.5 min); the deadlines leave room for a loaded host without letting a hung pair
+# stall the tier.
 CASE_DEADLINE_S = 90
 VM_TIMEOUT_S = 900
 FIRST_PORT = 21000
