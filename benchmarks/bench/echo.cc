@@ -152,7 +152,7 @@ class EchoRun {
 };
 
 void EchoRun::CheckPathMtu() const {
-  const std::uint32_t mtu = 128u << (session_.address().mtu - 1);
+  const std::uint32_t mtu = MtuBytes(session_.address().mtu);
   const std::uint32_t max_size = *std::max_element(o_.sizes.begin(), o_.sizes.end());
   if (shape_.uses_ud && max_size > mtu) {
     Fail("--size ", max_size, " over UD exceeds the path MTU of ", mtu, " B: a UD message is one packet");

@@ -290,7 +290,7 @@ ResultRow SgbatchRun::Generate() {
 // ceil(k x size / MTU) packets, each with kRoceHeaderBytesPerPacket of headers.
 void SgbatchRun::AddWireFigures(ResultRow& row, double wrs_per_s) const {
   const std::uint32_t bytes = k_ * size_;
-  const std::uint32_t mtu = 128u << (session_.address().mtu - 1);
+  const std::uint32_t mtu = MtuBytes(session_.address().mtu);
   const std::uint64_t wire_packets = DivideRoundUp(bytes, mtu);
   row.extra["packets_per_wr"] = k_;
   row.extra["wr_mops"] = wrs_per_s / 1e6;

@@ -110,6 +110,7 @@ def test_sgbatch(k: int, rdma_cm: bool) -> None:
     row = client["results"][0]
     assert row["packets_per_wr"] == k and row["ops"] % k == 0 and row["ops"] >= packets
     assert row["mops"] > 0 and row["wr_mops"] == pytest.approx(row["mops"] / k, rel=1e-6)
+    assert row["mtu_bytes"] == client["environment"]["device"]["active_mtu_bytes"]
     wire_packets = -(-k * 256 // row["mtu_bytes"])
     assert row["wire_packets_per_wr"] == wire_packets
     expected_wire = row["wr_mops"] * 1e6 * (k * 256 + 72 * wire_packets) * 8 / 1e9
@@ -179,3 +180,17 @@ def test_bad_input_fails_with_one_clear_line(case: str) -> None:
     assert result.returncode != 0
     errors = [line for line in result.stderr.splitlines() if line.startswith("rdmalab-bench: error:")]
     assert len(errors) == 1 and expected in errors[0], result.stderr
+
+
+def test_echo_over_ud_takes_messages_up_to_the_mtu() -> None:
+    """A UD message is one packet: -s up to the port's MTU (softnic: 4096 B) runs, one byte
+    more is refused naming the MTU (it was taken as half the MTU, refusing 1024 B on rxe)."""
+    ud = ["--request", "send", "-c", "UD", "--response", "send", "--response-connection", "UD", "-t", "4",
+          "-n", "200", "--warmup", "0", "--validate"]
+    server, client = check_documents(benchrun.standalone("echo", [*ud, "-s", "4096"]))
+    assert client["environment"]["device"]["active_mtu_bytes"] == 4096
+    assert client["validation"]["checked_messages"] >= 200 and client["validation"]["bad_bytes"] == 0
+    # The server refuses before any client joins; its client is not needed.
+    run = benchrun.standalone("echo", [*ud, "-s", "4097"], bench_timeout_s=5, kill_after={1: 0.0})
+    assert run.server.returncode == 1, run.server.stderr
+    assert "exceeds the path MTU of 4096 B" in run.server.error_lines[0], run.server.stderr
