@@ -99,11 +99,13 @@ Args Parse(int argc, char** argv) {
     std::string name = s.substr(2), value;
     size_t eq = name.find('=');
     bool is_bool = false;
-    for (auto& ch : name) if (ch == '-') ch = '_';
     if (eq != std::string::npos) {
       value = name.substr(eq + 1);
       name = name.substr(0, eq);
-    } else {
+    }
+    // Flag names take either spelling; values keep theirs (--design=herd-rpc).
+    for (auto& ch : name) if (ch == '-') ch = '_';
+    if (eq == std::string::npos) {
       is_bool = IsSwitch(name);
       if (is_bool) value = "true";
       else if (i + 1 < argc) value = argv[++i];

@@ -158,6 +158,9 @@ TEST(Cli, HumanPredictSweepExplainAndExperiments) {
   CliRun x = Cli("predict --experiment guide16-table3");
   EXPECT_EQ(x.status, 0) << x.err;
   EXPECT_NE(x.out.find("spec-s0"), std::string::npos);
+  // A value's hyphens are its own (--name=value spelling), a name's are underscores.
+  CliRun hyphenated = Cli("predict --profile=cib --mode=sequencer --design=spec-s0 --cq-mod=1");
+  EXPECT_EQ(hyphenated.status, 0) << hyphenated.err;
   CliRun bad = Cli("predict --profile cib --szie 3");
   EXPECT_NE(bad.status, 0);
   EXPECT_NE(bad.err.find("unknown parameter 'szie'"), std::string::npos) << bad.err;
