@@ -206,8 +206,13 @@ def main(argv: list[str], console: Console, root: pathlib.Path) -> Outcome:
         "measured": [], "anomalies": [], "typical_ratio": None}
     rc = 0
     if measured:
-        rc = _measure(space, search, args, bin_dir, model_bin, inv, work, run_id, deadline, console, best, front,
-                      sample, summary, root)
+        try:
+            rc = _measure(space, search, args, bin_dir, model_bin, inv, work, run_id, deadline, console, best, front,
+                          sample, summary, root)
+        except KeyboardInterrupt:
+            # Between the coordinator's runs (which stop on SIGINT themselves): stored points stay.
+            console.print("interrupted: the points measured so far are stored; run it again to go on", markup=False)
+            rc = kInterrupted
     scorer.save()
     summary["seconds"] = round(time.monotonic() - started, 1)
     path = work / "summary.json"
