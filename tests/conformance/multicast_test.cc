@@ -18,12 +18,22 @@ constexpr uint32_t kMulticastQpn = 0xffffff;
 constexpr size_t kMessageBytes = 64;
 constexpr size_t kGrhDgidOffset = 24;
 
-ibv_gid GroupGid(uint8_t last) {
+// A group's GID: on IB an IPoIB-style one (ff12:401b::/32); on RoCE an IPv4-mapped group
+// (::ffff:239.64.27.x), which a RoCE v2 NIC routes by its IPv4 address and the kernel's CM forms
+// for an IPv4 group.
+ibv_gid GroupGid(uint8_t last, bool roce) {
   ibv_gid gid{};
-  gid.raw[0] = 0xff;
-  gid.raw[1] = 0x12;  // transient, link-local scope
-  gid.raw[2] = 0x40;
-  gid.raw[3] = 0x1b;
+  if (roce) {
+    gid.raw[10] = gid.raw[11] = 0xff;
+    gid.raw[12] = 239;
+    gid.raw[13] = 64;
+    gid.raw[14] = 27;
+  } else {
+    gid.raw[0] = 0xff;
+    gid.raw[1] = 0x12;  // transient, link-local scope
+    gid.raw[2] = 0x40;
+    gid.raw[3] = 0x1b;
+  }
   gid.raw[15] = last;
   return gid;
 }
@@ -45,6 +55,7 @@ class Multicast : public VerbsTest {
     CONFORMANCE_SETUP(MakeBuffer(&buffers_.back(), device, 4096));
     ASSERT_EQ(PostRecv((*out)->qp(), {Sge(buffers_.back(), 0, kGrhBytes + kMessageBytes)}, 7), 0);
   }
+  ibv_gid Group(uint8_t last) { return GroupGid(last, local().roce()); }
   int Attach(const Endpoint& ep, const ibv_gid& gid) { return ibv_attach_mcast(ep.qp(), &gid, kGroupLid); }
   int Detach(const Endpoint& ep, const ibv_gid& gid) { return ibv_detach_mcast(ep.qp(), &gid, kGroupLid); }
   // Sends one message to the group, addressed by GID (global) or, on IB, by LID alone.
@@ -97,7 +108,7 @@ class Multicast : public VerbsTest {
 };
 
 TEST_P(Multicast, SendReachesEveryAttachedQpOnEveryDevice) {
-  const ibv_gid group = GroupGid(1);
+  const ibv_gid group = Group(1);
   std::unique_ptr<Endpoint> near, far_a, far_b, outsider;
   CONFORMANCE_SETUP(AddMember(&near, local()));
   CONFORMANCE_SETUP(AddMember(&far_a, peer()));
@@ -119,8 +130,8 @@ TEST_P(Multicast, SendReachesEveryAttachedQpOnEveryDevice) {
 }
 
 TEST_P(Multicast, DetachedQpAndOtherGroupsGetNothing) {
-  const ibv_gid group = GroupGid(2);
-  const ibv_gid other = GroupGid(3);
+  const ibv_gid group = Group(2);
+  const ibv_gid other = Group(3);
   std::unique_ptr<Endpoint> stays, leaves, elsewhere;
   CONFORMANCE_SETUP(AddMember(&stays, peer()));
   CONFORMANCE_SETUP(AddMember(&leaves, peer()));
@@ -136,7 +147,7 @@ TEST_P(Multicast, DetachedQpAndOtherGroupsGetNothing) {
 }
 
 TEST_P(Multicast, MemberWithAnotherQkeyGetsNothing) {
-  const ibv_gid group = GroupGid(4);
+  const ibv_gid group = Group(4);
   std::unique_ptr<Endpoint> member;
   CONFORMANCE_SETUP(AddMember(&member, peer()));
   ASSERT_EQ(Attach(*member, group), 0);
@@ -145,7 +156,7 @@ TEST_P(Multicast, MemberWithAnotherQkeyGetsNothing) {
 }
 
 TEST_P(Multicast, DestroyedMemberLeavesTheGroup) {
-  const ibv_gid group = GroupGid(5);
+  const ibv_gid group = Group(5);
   std::unique_ptr<Endpoint> member;
   CONFORMANCE_SETUP(AddMember(&member, peer()));
   ASSERT_EQ(Attach(*member, group), 0);
@@ -154,7 +165,7 @@ TEST_P(Multicast, DestroyedMemberLeavesTheGroup) {
 }
 
 TEST_P(Multicast, AttachAndDetachFollowTheKernelsRules) {
-  const ibv_gid group = GroupGid(6);
+  const ibv_gid group = Group(6);
   std::unique_ptr<Endpoint> member, rc;
   CONFORMANCE_SETUP(AddMember(&member, peer()));
   CONFORMANCE_SETUP(MakeEndpoint(&rc, peer(), {.type = IBV_QPT_RC}));
