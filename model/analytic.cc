@@ -308,6 +308,9 @@ const WireParams& WireFor(const Point& pt, const Profile& prof) {
   if (pt.link == "roce") {
     if (prof.roce) return *prof.roce;
     if (prof.link.kind != LinkKind::kIb) return prof.link;  // a RoCE-only profile (cx3-roce)
+    // A NIC whose engine is the posting CPU (softnic) has no wire that limits it: its RoCE and IB
+    // fabrics run the same engine, so a RoCE point takes the link it was measured on.
+    if (prof.nic.host_engine) return prof.link;
     throw ModelError("params.link = roce, but profile '" + prof.name + "' has neither a roce block nor a RoCE link "
                      "(valid: ib)");
   }

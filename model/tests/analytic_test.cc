@@ -193,5 +193,13 @@ TEST(HostEngine, PayloadLinesAddToTheEngineTime) {
   EXPECT_NEAR(large_ns - small_ns, 63 * HostEngine().nic.line_ns, 1e-6);
 }
 
+TEST(HostEngine, ARocePointRunsTheSameEngineAsAnIbOne) {
+  nlohmann::json w = {{"verb", "write"}, {"size", 32}, {"inline_size", 64}, {"direction", "outbound"}, {"threads", 1}};
+  Prediction ib = Eval(w, "tput", HostEngine(), {{"server", 1}, {"client", 1}});
+  w["link"] = "roce";
+  Prediction roce = Eval(w, "tput", HostEngine(), {{"server", 1}, {"client", 1}});
+  EXPECT_NEAR(roce.mops, ib.mops, 1e-9);  // an IB-measured host engine predicts its RoCE fabric too
+}
+
 }  // namespace
 }  // namespace rdmalab::model
