@@ -60,13 +60,20 @@ inline uint32_t WqeBytes(const model::WrShape& shape) { return model::SendWqeByt
 bool TranslateKey(Runtime* runtime, uint32_t device, uint32_t key, uint32_t needed_access,
                   uint32_t pd_id, bool local, KeyTranslation* out);
 
+// `address` through a translation: the range check alone. A translation just made
+// (TranslateKey) is used so, without LookupKey's generation check: a change begun since is
+// one the operation has already met before.
+[[gnu::always_inline]] inline uint8_t* TranslatedAddress(const KeyTranslation& t, uint64_t address, uint64_t bytes) {
+  if (address < t.first || bytes > t.length || address - t.first > t.length - bytes) return nullptr;
+  return reinterpret_cast<uint8_t*>(address + t.bias);
+}
+
 [[gnu::always_inline]] inline uint8_t* LookupKey(const KeyTranslation& t, uint32_t key, uint64_t address,
                                                 uint64_t bytes) {
   if (t.key != key || t.entry->generation.load(std::memory_order_acquire) != t.generation) {
     return nullptr;
   }
-  if (address < t.first || bytes > t.length || address - t.first > t.length - bytes) return nullptr;
-  return reinterpret_cast<uint8_t*>(address + t.bias);
+  return TranslatedAddress(t, address, bytes);
 }
 
 // Copies up to kSmallCopyBytes with a few fixed-size moves (the last ones overlapping)

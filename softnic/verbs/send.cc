@@ -7,6 +7,8 @@
 // per-QP spinlock is the one mlx5 takes too. RC sends that cannot proceed (no RECV posted,
 // responder not ready) become "stalled": the WR and every later one wait in order in
 // qp->pending and are retried on the RNR/retry timers (send_stall.cc).
+#include <sched.h>
+
 #include <cerrno>
 #include <cstring>
 
@@ -70,18 +72,19 @@ uint64_t TotalBytes(const WorkRequest& wr) {
 
 }  // namespace
 
-// The one key check of the engine: the key is registered on `device`, carries
-// `needed_access`, belongs to `pd_id`. Local keys translate to the owner's own addresses
-// (a PD never spans processes, so a matching PD means the MR is ours). The entry is read
-// between two loads of its generation (layout.h); a change under way refuses the key, as a
-// NIC may refuse an operation that races with a re-registration of its region.
-bool TranslateKey(Runtime* runtime, uint32_t device, uint32_t key, uint32_t needed_access,
-                  uint32_t pd_id, bool local, KeyTranslation* out) {
+namespace {
+
+enum class KeyRead { kTranslated, kRefused, kChanging };
+
+// One read of the entry between two loads of its generation (layout.h).
+KeyRead ReadKey(Runtime* runtime, uint32_t device, uint32_t key, uint32_t needed_access, uint32_t pd_id,
+                bool local, KeyTranslation* out) {
   uint32_t index = key & (kMaxMrsPerDevice - 1);
   const MrEntry& mr = runtime->fabric()->devices[device].mrs[index];
   uint64_t generation = mr.generation.load(std::memory_order_acquire);
-  if ((generation & 1) != 0 || mr.key.load(std::memory_order_relaxed) != key) return false;
-  if ((mr.access & needed_access) != needed_access || mr.pd_id != pd_id) return false;
+  if ((generation & 1) != 0) return KeyRead::kChanging;
+  bool usable = mr.key.load(std::memory_order_relaxed) == key &&
+                (mr.access & needed_access) == needed_access && mr.pd_id == pd_id;
   KeyTranslation translation;
   translation.key = key;
   translation.entry = &mr;
@@ -90,19 +93,47 @@ bool TranslateKey(Runtime* runtime, uint32_t device, uint32_t key, uint32_t need
   translation.length = mr.length;
   uint64_t va = mr.va;
   uint64_t page_base = mr.page_base;
-  uint8_t* base = local ? reinterpret_cast<uint8_t*>(page_base)
-                        : runtime->MrBase(device, index, mr, mr.translation_generation, generation);
+  uint64_t translation_generation = mr.translation_generation;
   std::atomic_thread_fence(std::memory_order_acquire);
-  if (base == nullptr || mr.generation.load(std::memory_order_relaxed) != generation) return false;
+  if (mr.generation.load(std::memory_order_relaxed) != generation) return KeyRead::kChanging;
+  if (!usable) return KeyRead::kRefused;
+  uint8_t* base = local ? reinterpret_cast<uint8_t*>(page_base)
+                        : runtime->MrBase(device, index, mr, translation_generation, generation);
+  std::atomic_thread_fence(std::memory_order_acquire);
+  if (mr.generation.load(std::memory_order_relaxed) != generation) return KeyRead::kChanging;
+  if (base == nullptr) return KeyRead::kRefused;
   translation.bias = reinterpret_cast<uintptr_t>(base) + (va - page_base) - translation.first;
   *out = translation;
-  return true;
+  return KeyRead::kTranslated;
+}
+
+}  // namespace
+
+// The one key check of the engine: the key is registered on `device`, carries
+// `needed_access`, belongs to `pd_id`. Local keys translate to the owner's own addresses
+// (a PD never spans processes, so a matching PD means the MR is ours). A change of the
+// entry under way is waited out, as a sequence lock's reader retries: an operation racing
+// a rereg meets the region as it was or as it becomes, never neither (the writer holds the
+// entry for a few stores, but may be preempted there). Only an entry left changing past
+// kKeyChangeWaitNs (its owner died mid-change, until the reclaim) refuses the key.
+bool TranslateKey(Runtime* runtime, uint32_t device, uint32_t key, uint32_t needed_access,
+                  uint32_t pd_id, bool local, KeyTranslation* out) {
+  constexpr uint64_t kKeyChangeWaitNs = 1'000'000'000;
+  uint64_t deadline_ns = 0;
+  for (;;) {
+    KeyRead read = ReadKey(runtime, device, key, needed_access, pd_id, local, out);
+    if (read != KeyRead::kChanging) return read == KeyRead::kTranslated;
+    uint64_t now_ns = NowNs();
+    if (deadline_ns == 0) deadline_ns = now_ns + kKeyChangeWaitNs;
+    if (now_ns > deadline_ns) return false;
+    sched_yield();
+  }
 }
 
 uint8_t* TranslateIntoCache(Runtime* runtime, uint32_t device, uint32_t key, uint32_t needed_access,
                             uint32_t pd_id, bool local, KeyTranslation* cache, uint64_t address, uint64_t bytes) {
   if (!TranslateKey(runtime, device, key, needed_access, pd_id, local, cache)) return nullptr;
-  return LookupKey(*cache, key, address, bytes);
+  return TranslatedAddress(*cache, address, bytes);
 }
 
 namespace {
@@ -115,7 +146,7 @@ uint8_t* LocalBuffer(const SoftQp* qp, const ibv_sge& sge, uint32_t needed_acces
                     &translation)) {
     return nullptr;
   }
-  return LookupKey(translation, sge.lkey, sge.addr, sge.length);
+  return TranslatedAddress(translation, sge.addr, sge.length);
 }
 
 // The memory a peer's key names, mapped into this process. Null when the key, PD, access
@@ -124,7 +155,7 @@ uint8_t* PeerBuffer(Runtime* runtime, uint32_t device, uint32_t key, uint64_t ad
                     uint64_t bytes, uint32_t needed_access, uint32_t pd_id) {
   KeyTranslation translation;
   if (!TranslateKey(runtime, device, key, needed_access, pd_id, false, &translation)) return nullptr;
-  return LookupKey(translation, key, address, bytes);
+  return TranslatedAddress(translation, address, bytes);
 }
 
 // The sender's gather list as pieces. False: a local key check failed.
