@@ -32,8 +32,10 @@ def unavailable(user: str, paths: Sequence[str | os.PathLike]) -> str | None:
     """Why `user` cannot run these tests here (a reason to skip), or None."""
     if user == "root":
         return None
-    if _sysctl("kernel.unprivileged_userns_clone") == "0" or _sysctl("user.max_user_namespaces") == "0":
-        return "unprivileged user namespaces are off (sysctl kernel.unprivileged_userns_clone / user.max_user_namespaces)"
+    probe = subprocess.run(argv(user, ["unshare", "--user", "true"]), capture_output=True, text=True, timeout=30)
+    if probe.returncode != 0:
+        sysctls = {name: _sysctl(name) for name in ("kernel.unprivileged_userns_clone", "user.max_user_namespaces")}
+        return f"user {NORMAL_UID} may not make a user namespace here ({probe.stderr.strip()}; sysctls: {sysctls})"
     check = argv(user, ["sh", "-c", 'for p; do [ -r "$p" ] || exit 1; done', "sh", *map(str, paths)])
     if subprocess.run(check, capture_output=True, timeout=30).returncode != 0:
         return f"user {NORMAL_UID} cannot read {', '.join(map(str, paths))} (the build tree's directories)"
