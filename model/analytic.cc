@@ -97,6 +97,7 @@ Prediction Solve(const Demand& d, const Profile& prof, const WireParams& wire, c
   limits.push_back({"atomic_lock", prof.nic.host_engine ? "cache-line transfer" : "PCIe RTT", d.lock_ns * 1e-9});
   limits.push_back({"shared_counter", "CPU (shared counter)", d.serial_cpu_ns * 1e-9});
   if (e.outstanding > 0 && e.rtt_us > 0) limits.push_back({"window", "window/latency", e.rtt_us * 1e-6 / e.outstanding});
+  if (e.requesters_mops > 0) limits.push_back({"requesters", e.requesters_label, 1e-6 / e.requesters_mops});
 
   double worst = 0;
   for (const auto& l : limits) {
@@ -333,6 +334,21 @@ void Check(const Point& pt, const Profile& prof, const VerbSpec& v, int64_t size
                      std::to_string(WireFor(pt, prof).mtu_B) + " bytes)");
 }
 
+// Inbound WRs come from the client processes, each posting them through its own NIC (the
+// same hardware as the measured node): with few of them, their WQE and payload fetches bound
+// the rate the server sees (nosql Sec. 4.6: non-inline WRITEs' payload DMA reads at the
+// requester). Each process runs `threads` threads of `qp` QPs, as rdmalab-bench does.
+void LimitByRequesters(const Point& pt, const WrShape& wr, const Profile& prof, const WireParams& wire, Engagement& e) {
+  if (!prof.Has(kRequesters) || prof.nic.host_engine || !pt.window_bound || pt.clients == 0) return;
+  uint32_t threads = std::max<uint32_t>(pt.threads, 1);
+  Engagement own;
+  own.qps = threads * std::max<uint32_t>(pt.qp, 1);
+  own.cores = threads;
+  Prediction one = Solve(Outbound(wr, pt.post_list, pt.cq_mod, prof, wire), prof, wire, own);
+  e.requesters_mops = one.mops * pt.clients;
+  e.requesters_label = "requesters' " + one.bottleneck_label;
+}
+
 Prediction Tput(const Point& pt, const Profile& prof, const WireParams& wire) {
   WrShape wr = Shape(pt.verb, pt.size_B, pt.sge, pt.inline_recv);
   uint32_t peers = pt.clients ? pt.clients : 1;
@@ -351,6 +367,7 @@ Prediction Tput(const Point& pt, const Profile& prof, const WireParams& wire) {
     if (connected) d += QpCacheMisses(qps, prof, true, burst);
     if (pt.keyed && (wr.op == Opcode::kRead || wr.op == Opcode::kWrite))
       d += TranslationMisses(pt, wr.payload_B, prof, &translation_miss);
+    LimitByRequesters(pt, wr, prof, wire, e);
   } else {
     d = Outbound(wr, pt.post_list, pt.cq_mod, prof, wire);
     e.qps = e.qps_rx = pt.qp;
