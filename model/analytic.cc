@@ -60,6 +60,24 @@ void HostEngineLimits(const Demand& d, const Profile& prof, const Engagement& e,
   limits.push_back({"host_cpu", "CPU (host cores)", (d.cpu_ns + d.nic_tx_ns + d.nic_rx_ns + d.peer_ns) * 1e-9 / cores});
 }
 
+// guide16 Sec. 3.4: a PU that takes an atomic acquires the NIC's lock for its address and
+// holds it across the PCIe read-modify-write; while it waits for and holds the lock it serves no
+// other verb (atomics contend with non-atomic verbs too). The `pus` PUs thus form a closed
+// population cycling between their own work (`pu_ns` per operation on one PU) and the lock
+// (`lock_ns` per operation, queued): exact mean-value analysis gives their rate, below both the
+// lock's and the PUs' own limits when both are busy.
+constexpr double kLockWaitMargin = 1.01;
+
+double LockWaitRateOpsPerNs(uint32_t pus, double pu_ns, double lock_ns) {
+  double queued = 0, rate = 0;
+  for (uint32_t n = 1; n <= pus; ++n) {
+    double at_lock = lock_ns * (1 + queued);
+    rate = n / (at_lock + pu_ns);
+    queued = rate * at_lock;
+  }
+  return rate;
+}
+
 }  // namespace
 
 void ShareHost(Engagement& e, const Point& pt, bool own, bool peers) {
@@ -89,6 +107,13 @@ Prediction Solve(const Demand& d, const Profile& prof, const WireParams& wire, c
     double wait_ns = qps_per_pu > 0 ? d.fetch_wait_ns / qps_per_pu / pus : 0;
     limits.push_back({"nic_tx", "NIC", (d.nic_tx_ns + wait_ns) * 1e-9 / engaged_tx});
     limits.push_back({"nic_rx", "NIC", d.nic_rx_ns * 1e-9 / engaged_rx});
+    if (d.lock_ns > 0 && d.nic_rx_ns > 0 && prof.Has(kLockWait)) {
+      uint32_t waiting = std::max<uint32_t>(static_cast<uint32_t>(std::lround(engaged_rx * pus)), 1);
+      double s_per_op = 1e-9 / LockWaitRateOpsPerNs(waiting, d.nic_rx_ns * pus, d.lock_ns);
+      // named only where the stalls cost more than 1% beyond the lock or the PUs alone
+      if (s_per_op > kLockWaitMargin * std::max(d.lock_ns * 1e-9, d.nic_rx_ns * 1e-9 / engaged_rx))
+        limits.push_back({"lock_wait", "NIC (PUs wait for the atomic lock)", s_per_op});
+    }
     limits.push_back({"link_tx", "link bw", d.link_tx_B / wire.BytesPerSec()});
     limits.push_back({"link_rx", "link bw", d.link_rx_B / wire.BytesPerSec()});
     double cores = e.cores ? std::min<double>(e.cores, prof.cpu.cores) : prof.cpu.cores;

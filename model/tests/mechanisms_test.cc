@@ -180,6 +180,27 @@ TEST(Mechanisms, FewRequestersBoundAnInboundRate) {
       << "without the requesters' limit only the window (latency) separates them";
 }
 
+// guide16 Sec. 3.4, 4.3.2 / Fig. 10: a PU that takes an atomic waits for the NIC's lock and
+// serves no other verb meanwhile. ConnectX-3 serializes every atomic behind one lock, so a few
+// PUTs (two atomics each) stall the PUs that would serve the GETs' READs: 5% PUTs cost far more
+// than their own lock time. Connect-IB's 4096 lock buckets leave its PUs unstalled.
+TEST(Mechanisms, PusWaitingForTheAtomicLockSlowTheReads) {
+  auto drtm = [&](double puts, const Profile& prof) {
+    return At("kv", {{"system", "drtm"}, {"key_size", 16}, {"value_size", 32}, {"put_fraction", puts},
+                     {"window_bound", false}}, prof);
+  };
+  Profile cx3 = Load("cx3");
+  Prediction gets = drtm(0, cx3), few_puts = drtm(0.05, cx3);
+  EXPECT_EQ(few_puts.bottleneck, "lock_wait");
+  EXPECT_LT(few_puts.mops, 0.8 * gets.mops);
+  Profile off = cx3;
+  off.disabled = kLockWait;
+  EXPECT_GT(drtm(0.05, off).mops, 0.9 * gets.mops) << "without the stalls the lock alone does not bind at 5% PUTs";
+  EXPECT_EQ(drtm(1, cx3).bottleneck, "atomic_lock");  // all atomics: the lock itself
+  Profile cib = Load("cib");
+  EXPECT_NE(drtm(0.05, cib).bottleneck, "lock_wait");
+}
+
 // nosql Sec. 4.4 / Fig. 14: READs of values chosen by key among 4 M keys. Small values fit
 // the NIC's translation cache whatever the keys; larger ones miss, uniform keys more than Zipf
 // keys, and Zipf keys more when the values lie scattered than when hot values share pages.
