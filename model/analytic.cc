@@ -362,9 +362,11 @@ void Check(const Point& pt, const Profile& prof, const VerbSpec& v, int64_t size
 // Inbound WRs come from the client processes, each posting them through its own NIC (the
 // same hardware as the measured node): with few of them, their WQE and payload fetches bound
 // the rate the server sees (nosql Sec. 4.6: non-inline WRITEs' payload DMA reads at the
-// requester). Each process runs `threads` threads of `qp` QPs, as rdmalab-bench does.
+// requester). Each process runs `threads` threads of `qp` QPs, as rdmalab-bench does. Like
+// Little's law, it holds where the point describes its clients (their count and `tx_depth`);
+// `window_bound` false takes enough of them, the papers' scale.
 void LimitByRequesters(const Point& pt, const WrShape& wr, const Profile& prof, const WireParams& wire, Engagement& e) {
-  if (!prof.Has(kRequesters) || prof.nic.host_engine || !pt.window_bound || pt.clients == 0) return;
+  if (!prof.Has(kRequesters) || prof.nic.host_engine || !pt.window_bound || pt.clients == 0 || pt.tx_depth == 0) return;
   uint32_t threads = std::max<uint32_t>(pt.threads, 1);
   Engagement own;
   own.qps = threads * std::max<uint32_t>(pt.qp, 1);
