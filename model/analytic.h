@@ -72,6 +72,10 @@ struct Engagement {
   // busy-polling threads of every process on the host (0 = no more than its cores).
   uint32_t peer_threads = 0;
   uint32_t host_threads = 0;
+  // Inbound: the rate the requesting peers can post all together (their own NIC, PCIe and
+  // cores), with what limits them; 0 = enough requesters (no limit).
+  double requesters_mops = 0;
+  std::string requesters_label;
 };
 
 Prediction Solve(const Demand& d, const Profile& prof, const WireParams& wire, const Engagement& e);
