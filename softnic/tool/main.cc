@@ -32,9 +32,12 @@ constexpr const char* kUsage = R"(usage: softnic COMMAND [OPTIONS]
         softnicN has interface snicN with its fabric address, linked from
         /sys/class/infiniband/softnicN/device/net (as rdma-core's tests look for it)
         (both in private namespaces; a user other than root gets them in a user
-        namespace of its own, where the kernel allows unprivileged ones)
+        namespace of its own, where the kernel allows unprivileged ones); every run
+        of a fabric shares one view, built by the first and joined while any of its
+        programs runs (so they meet over loopback TCP); it holds what its first run
+        asked for
   fabric create [--fabric F] [--devices N] [--link ib|roce]
-  fabric show   [--fabric F] [--json]      devices, addresses, processes, counters
+  fabric show   [--fabric F] [--json]      devices, addresses, processes, view, counters
   fabric rm     [--fabric F]
   faults set    [--fabric F] [--device softnicN] [--drop P] [--delay-us U] [--down|--up]
         P is a probability in [0, 1] for UC/UD messages; without --device: every device
