@@ -142,8 +142,7 @@ bool FabricViewRecord::Join(const ViewContents& wanted, bool* joined, std::strin
   for (const Member& m : members_) pids += " " + std::to_string(m.pid);
   const ViewContents missing{wanted.device_nodes && !contents_.device_nodes, wanted.netdevs && !contents_.netdevs};
   if (missing.device_nodes || missing.netdevs) {
-    *error = "this fabric's view, which every `softnic run` of it shares, holds" +
-             (ViewFlags(contents_).empty() ? std::string(" nothing") : ViewFlags(contents_)) +
+    *error = "this fabric's view, which every `softnic run` of it shares, holds" + ViewFlags(contents_) +
              " (made by its first run); it cannot add" + ViewFlags(missing) +
              " while its processes run (pids" + pids + "): ask for what it holds, or wait until they exit";
     return false;
@@ -167,7 +166,9 @@ bool FabricViewRecord::Join(const ViewContents& wanted, bool* joined, std::strin
       if (fds[k] >= 0 && setns(fds[k], kKindsInJoinOrder[k].clone_flag) != 0) {
         const std::string what = std::string("setns into the ") + kKindsInJoinOrder[k].name + " namespace of pid " +
                                  std::to_string(member.pid) + ", a member of this fabric's view";
+        const int saved = errno;
         CloseAll(fds);
+        errno = saved;
         return FailWithErrno(error, what);
       }
     }
