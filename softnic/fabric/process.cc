@@ -19,6 +19,16 @@ void LockRobust(pthread_mutex_t* mutex) {
   if (pthread_mutex_lock(mutex) == EOWNERDEAD) pthread_mutex_consistent(mutex);
 }
 
+// The dead process in `slot` no longer holds any XRC domain it opened through a file.
+void ReleaseXrcdsOf(FabricHeader& header, uint32_t slot) {
+  for (XrcdEntry& xrcd : header.xrcds) {
+    xrcd.holders[slot / 64] &= ~(uint64_t{1} << (slot % 64));
+    bool held = false;
+    for (uint64_t word : xrcd.holders) held |= word != 0;
+    if (!held) xrcd.id = 0;
+  }
+}
+
 // Frees everything the dead (slot, incarnation) left in the tables. Caller holds admin.
 void Reclaim(Fabric* fabric, uint32_t slot, uint32_t incarnation) {
   FabricHeader* header = fabric->header();
@@ -52,6 +62,7 @@ void Reclaim(Fabric* fabric, uint32_t slot, uint32_t incarnation) {
       counters.next_victim = 0;
     }
   }
+  ReleaseXrcdsOf(*header, slot);
   RemoveObjectsOf(fabric->directory(), slot, incarnation);
 }
 
