@@ -260,7 +260,17 @@ struct XrcdEntry {
   uint64_t file_device = 0;
   uint64_t file_inode = 0;
   uint64_t holders[kMaxProcesses / 64] = {};
+
+  void Hold(uint32_t slot) { holders[slot / 64] |= uint64_t{1} << (slot % 64); }
+  // The process in `slot` holds it no more; the last holder frees the entry.
+  void Release(uint32_t slot) {
+    holders[slot / 64] &= ~(uint64_t{1} << (slot % 64));
+    bool held = false;
+    for (uint64_t word : holders) held |= word != 0;
+    if (!held) id = 0;
+  }
 };
+static_assert(kMaxProcesses % 64 == 0);
 
 struct FabricHeader {
   std::atomic<uint32_t> magic{0};  // set last by the creator

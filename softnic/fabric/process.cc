@@ -22,10 +22,7 @@ void LockRobust(pthread_mutex_t* mutex) {
 // The dead process in `slot` no longer holds any XRC domain it opened through a file.
 void ReleaseXrcdsOf(FabricHeader& header, uint32_t slot) {
   for (XrcdEntry& xrcd : header.xrcds) {
-    xrcd.holders[slot / 64] &= ~(uint64_t{1} << (slot % 64));
-    bool held = false;
-    for (uint64_t word : xrcd.holders) held |= word != 0;
-    if (!held) xrcd.id = 0;
+    if (xrcd.id != 0) xrcd.Release(slot);
   }
 }
 

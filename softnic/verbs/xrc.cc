@@ -10,7 +10,7 @@
 #include <cerrno>
 #include <mutex>
 
-#include "softnic/fabric/object.h"
+#include "softnic/fabric/process.h"
 #include "softnic/verbs/internal.h"
 
 namespace softnic {
@@ -24,8 +24,6 @@ constexpr uint32_t kKnownSrqMask =
 // goes with the last close.
 std::mutex local_opens_mutex;
 uint32_t local_opens[kMaxSharedXrcds];
-
-uint64_t SlotBit(uint32_t slot) { return uint64_t{1} << (slot % 64); }
 
 // The shared domain of (device, file), opened or created by `oflags` as the kernel does:
 // an existing one with O_EXCL is EINVAL, a missing one without O_CREAT EAGAIN. Caller
@@ -63,7 +61,7 @@ int32_t OpenShared(FabricHeader& fabric, uint32_t device, const struct stat& fil
     entry.file_inode = file.st_ino;
     found = free_index;
   }
-  fabric.xrcds[found].holders[slot / 64] |= SlotBit(slot);
+  fabric.xrcds[found].Hold(slot);
   return found;
 }
 
@@ -119,13 +117,7 @@ int CloseXrcdOp(ibv_xrcd* ibxrcd) {
     uint32_t slot = runtime->self().slot;
     std::lock_guard<std::mutex> local(local_opens_mutex);
     AdminLock admin(&fabric);
-    if (--local_opens[xrcd->shared] == 0) {
-      XrcdEntry& entry = fabric.xrcds[xrcd->shared];
-      entry.holders[slot / 64] &= ~SlotBit(slot);
-      bool held = false;
-      for (uint64_t word : entry.holders) held |= word != 0;
-      if (!held) entry.id = 0;
-    }
+    if (--local_opens[xrcd->shared] == 0) fabric.xrcds[xrcd->shared].Release(slot);
   }
   delete xrcd;
   return 0;
