@@ -15,7 +15,8 @@ RDM endpoints (verbs;ofi_rxm) pass their ping-pong too, but then a side often cr
 is a race in ofi_rxm: its connection-manager thread handles the peer's disconnect while a
 completion of that connection is still unread in the CQ; rxm_close_conn closes the verbs
 endpoint, then reads that completion and reposts the receive buffer to the endpoint it
-just closed (a call through freed operations: libfabric issue #11828 is the same flush).
+just closed (rxm_post_recv's fi_recv through the message operations the verbs close set
+to NULL: the faulting instruction; libfabric issue #11828 reports the same flush).
 On a NIC the disconnect comes long after the last data has been polled; on softnic it comes
 at once, and on a loaded machine the polling thread has often not run by then. Dropping a
 destroyed QP's completions, as libmlx5 does, only turns the crash into a lost last message
