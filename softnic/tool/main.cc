@@ -176,7 +176,8 @@ nlohmann::json DeviceJson(const Fabric& fabric, uint32_t d) {
   // are gone for every peer already, so they are not counted.
   uint32_t qps = 0, mrs = 0;
   for (const QpEntry& qp : device.qps) {
-    qps += qp.qpn.load() != 0 && ProcessAlive(header, qp.owner_slot, qp.owner_incarnation);
+    qps += qp.qpn.load() != 0 && qp.type != kXrcSrqEntryType &&  // an XRC SRQ is no QP
+           ProcessAlive(header, qp.owner_slot, qp.owner_incarnation);
   }
   for (const MrEntry& mr : device.mrs) {
     mrs += mr.key.load() != 0 && ProcessAlive(header, mr.owner_slot, mr.owner_incarnation);
