@@ -59,7 +59,11 @@ HerdTransport::HerdTransport(Session& session, std::uint32_t client)
   layout_.workers = static_cast<std::uint32_t>(o_.workers);
   layout_.window = static_cast<std::uint32_t>(o_.window);
   const std::uint32_t depth = static_cast<std::uint32_t>(o_.cq_mod + o_.window);
-  recv_depth_ = static_cast<std::uint32_t>(o_.window) + 2 * kRecvRefill;
+  // Enough that the receive queue never runs dry: buffers consumed wait for the next Poll
+  // (up to kRecvRefill - 1, plus that Poll's kPollBatch) and are re-posted only then (the
+  // values they hold are read until then); the window's answers, and a refill's worth of
+  // duplicates from retries, may arrive meanwhile.
+  recv_depth_ = static_cast<std::uint32_t>(o_.window) + kPollBatch + 2 * kRecvRefill;
   send_cq_ = CreateCq(device, static_cast<int>(depth));
   recv_cq_ = CreateCq(device, static_cast<int>(recv_depth_ * layout_.workers));
   QpCaps uc;

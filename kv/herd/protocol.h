@@ -118,7 +118,7 @@ inline RequestKind ParseRequest(const std::uint8_t* slot, std::uint32_t worker, 
   if (out->value_bytes > kMaxValueBytes) return RequestKind::kMalformed;
   if (out->key.lo == 0 && (out->key.hi << 8) == 0) return RequestKind::kMalformed;
   if (Partition(out->key, workers) != worker) return RequestKind::kMalformed;
-  std::memcpy(value_copy, trailer - out->value_bytes, out->value_bytes);
+  if (out->value_bytes != 0) std::memcpy(value_copy, trailer - out->value_bytes, out->value_bytes);
   out->value = value_copy;
   if (RequestCheck(out->key, out->id, out->value_bytes, value_copy) != check) return RequestKind::kTorn;
   return out->value_bytes == 0 ? RequestKind::kGet : RequestKind::kPut;
