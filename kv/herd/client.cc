@@ -104,7 +104,7 @@ void HerdTransport::Connect(const json& server_uc, const RemoteRegion& region) {
   const Endpoint remote = EndpointFromJson(server_uc);
   ConnectQp(uc_qp_.get(), session_.device(), session_.address(), remote, client_, 1);
   region_ = region;
-  layout_.clients = static_cast<std::uint32_t>(region.bytes / (std::uint64_t{layout_.workers} * layout_.window * kSlotBytes));
+  layout_.clients = static_cast<std::uint32_t>(region.bytes / (std::uint64_t{layout_.workers} * layout_.window * kSlotStrideBytes));
   if (client_ >= layout_.clients) {
     Fail("client ", client_, " has no slots in the server's request region (", layout_.clients, " clients)");
   }
@@ -146,7 +146,7 @@ void HerdTransport::Send(const Request& request) {
   wr.num_sge = 1;
   wr.opcode = IBV_WR_RDMA_WRITE;
   wr.send_flags = (bytes <= max_inline_ ? IBV_SEND_INLINE : 0) | (ring_.SignalInOrder(seq) ? IBV_SEND_SIGNALED : 0);
-  wr.wr.rdma.remote_addr = region_.address + (layout_.Slot(worker, client_, w) + 1) * kSlotBytes - bytes;
+  wr.wr.rdma.remote_addr = region_.address + layout_.Slot(worker, client_, w) * kSlotStrideBytes + kSlotBytes - bytes;
   wr.wr.rdma.rkey = region_.rkey;
   ibv_send_wr* bad = nullptr;
   const int error_number = ibv_post_send(uc_qp_.get(), &wr, &bad);

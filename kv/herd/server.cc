@@ -84,7 +84,8 @@ struct Item {
 
 class Server;
 
-class Worker {
+// Aligned to a cache line, so that no line holds two workers' fields.
+class alignas(64) Worker {
  public:
   Worker(Server& server, std::uint32_t id);
   void Setup();
@@ -325,7 +326,7 @@ void Worker::PostResponses(std::uint32_t count) {
 }
 
 std::uint8_t* Worker::SlotOf(std::uint32_t client, std::uint32_t w) const {
-  return region_ + server_.layout_.Slot(id_, client, w) * kSlotBytes;
+  return region_ + server_.layout_.Slot(id_, client, w) * kSlotStrideBytes;
 }
 
 void Worker::Detect(std::uint8_t* slot, std::uint32_t client, Item& item) {
@@ -365,7 +366,7 @@ void Worker::ServeOneByOne(const std::atomic<bool>& stop) {
     if ((turn & kStopCheckMask) == 0 && stop.load(std::memory_order_relaxed)) break;
     std::uint8_t* const polled = slot;
     const std::uint32_t polled_client = client;
-    slot += kSlotBytes;
+    slot += kSlotStrideBytes;
     if (++w == window) {
       w = 0;
       if (++client == clients) {

@@ -6,13 +6,13 @@ worker thread, the UD sender) and the client side (HERD's client thread, the UD 
 A measurement, not a test: it prints a table, asserts nothing.
 
   /usr/bin/python3 kv/peers/callgrind_herd.py [--herd DIR] [--config original|compare_kv]
-        [--seconds 10] [--only ours-worker,...] [--json FILE]
+        [--seconds 10] [--workers N] [--clients N] [--only ours-worker,...] [--json FILE]
 
 Each role runs one process under `valgrind --tool=callgrind --cache-sim=yes` (pinned to
 --profiled-cpu) while its peers run natively (on --peer-cpu): instrumentation is switched
 on once requests flow (so setup and preloading run uninstrumented), counters are zeroed
-after --warmup seconds and dumped --seconds later (callgrind_control); the busiest thread of
-the dump is the one reported. Requests in that window are counted by softnic's own device
+after --warmup seconds and dumped --seconds later (callgrind_control); every thread of the
+process is counted (HERD's workers, or its client threads, and what else runs). Requests in that window are counted by softnic's own device
 counters (tx_packets of softnic0, read beside the zero and the dump): every response is one
 packet there (the original also posts its request WRITEs on softnic0: two per request).
 
@@ -133,9 +133,8 @@ class Run:
         threads = [parse_totals(Path(f)) for f in glob.glob(f"{self.out}.1-*")]
         if not threads:
             raise RuntimeError(f"{self.role}: callgrind wrote no dump at {self.out}.1-*")
-        busiest = max(threads, key=lambda t: t["Ir"])
         requests = (last - first) / packets_per_request
-        return {"requests": requests, **{e: busiest[e] / requests for e in EVENTS}}
+        return {"requests": requests, **{e: sum(t.get(e, 0) for t in threads) / requests for e in EVENTS}}
 
     def close(self) -> None:
         for p in self.procs:
@@ -163,7 +162,9 @@ def ours(args: argparse.Namespace, out_dir: Path, profile_server: bool) -> dict:
     kv = str(args.build / "bin" / "rdmalab-kv")
     port = free_port()
     window_s = START_TIMEOUT_S + args.warmup + args.seconds + 30
-    common = ["--system", "herd", *CONFIGS[args.config], "--warmup", "0", "-D", str(window_s),
+    overrides = [*(["--workers", str(args.workers)] if args.workers else []),
+                 *(["--clients", str(args.clients)] if args.clients else [])]
+    common = ["--system", "herd", *CONFIGS[args.config], *overrides, "--warmup", "0", "-D", str(window_s),
               "--timeout", str(window_s + 60), "--dead-after-ms", "0", "-p", str(port)]
     try:
         server = run.start([kv, "server", *common, "-d", "softnic0"], profile_server)
@@ -215,6 +216,8 @@ def main() -> int:
     parser.add_argument("--herd", type=Path, help="the original HERD built for valgrind (see above); without it, "
                         "the original's rows are left out")
     parser.add_argument("--config", choices=sorted(CONFIGS), default="original")
+    parser.add_argument("--workers", type=int, help="HERD's workers instead of the config's (ours only)")
+    parser.add_argument("--clients", type=int, help="HERD's clients (one client process) instead of the config's")
     parser.add_argument("--seconds", type=float, default=10.0, help="the measured window under callgrind")
     parser.add_argument("--warmup", type=float, default=2.0, help="instrumented seconds before the window")
     parser.add_argument("--profiled-cpu", type=int, default=0)
