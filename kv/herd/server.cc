@@ -42,7 +42,7 @@ constexpr std::uint32_t kMaxBatch = 64;
 // Polls (sweeps) without any request before a worker yields its CPU: with more busy pollers
 // than cores (clients and workers on one 2-core host) a spinning worker would otherwise hold
 // the CPU its clients need for a whole time slice.
-constexpr std::uint32_t kIdlePollsBeforeYield = 1u << 10;
+constexpr std::uint32_t kIdlePollsBeforeYield = 1u << 7;
 constexpr std::uint32_t kIdleSweepsBeforeYield = 1u << 6;
 
 struct ClientAddress {
