@@ -12,9 +12,11 @@ Each role runs one process under `valgrind --tool=callgrind --cache-sim=yes` (pi
 --profiled-cpu) while its peers run natively (on --peer-cpu): instrumentation is switched
 on once requests flow (so setup and preloading run uninstrumented), counters are zeroed
 after --warmup seconds and dumped --seconds later (callgrind_control); every thread of the
-process is counted (HERD's workers, or its client threads, and what else runs). Requests in that window are counted by softnic's own device
-counters (tx_packets of softnic0, read beside the zero and the dump): every response is one
-packet there (the original also posts its request WRITEs on softnic0: two per request).
+process is counted (HERD's workers, or its client threads, and what else runs). Requests in
+that window are counted by softnic's own device counters, read beside the zero and the dump:
+tx_packets of softnic0, where every response is one packet (the original also posts its
+request WRITEs there: two per request); the UD receiver's messages by softnic0's tx_packets less
+its dropped_no_recv (SENDs that found no RECV posted).
 
 --config original: the original HERD's configuration (1 worker, 1 client at W=4, 32-byte
 values, 6% PUTs, 1024 keys, 2^22 index buckets and a 128 MB log); --herd names a checkout
@@ -104,18 +106,24 @@ class Run:
             self.profiled = proc
         return proc
 
-    def tx_packets(self) -> int:
+    def packets(self, device: str = "softnic0", counter: str = "tx_packets") -> int:
+        """A device counter; "delivered" is tx_packets less the SENDs dropped for want of a
+        RECV at their destination (softnic counts both at the sender's device)."""
         out = subprocess.run([str(self.args.build / "bin" / "softnic"), "counters", "--fabric", self.fabric, "--device",
-                              "softnic0", "--json"], capture_output=True, text=True, timeout=30, check=True).stdout
-        return json.loads(out)["devices"][0]["counters"]["tx_packets"]
+                              device, "--json"], capture_output=True, text=True, timeout=30, check=True).stdout
+        counters = json.loads(out)["devices"][0]["counters"]
+        if counter == "delivered":
+            return counters["tx_packets"] - counters["dropped_no_recv"]
+        return counters[counter]
 
     def control(self, *flags: str) -> None:
         subprocess.run(["callgrind_control", *flags, str(self.profiled.pid)], capture_output=True, timeout=60, check=True)
 
-    def measure(self, packets_per_request: int) -> dict:
-        """Waits for traffic, then one window: events of the busiest thread per request."""
+    def measure(self, packets_per_request: int, meter: tuple[str, str] = ("softnic0", "tx_packets")) -> dict:
+        """Waits for traffic, then one window: the events of every thread per request, the
+        requests counted by `meter` (device, counter)."""
         deadline = time.monotonic() + START_TIMEOUT_S
-        while self.tx_packets() == 0:
+        while self.packets() == 0:
             ended = [p.args for p in self.procs if p.poll() is not None]
             if ended or time.monotonic() > deadline:
                 self.log.seek(0)
@@ -124,10 +132,10 @@ class Run:
         self.control("-i", "on")
         time.sleep(self.args.warmup)
         self.control("-z")
-        first = self.tx_packets()
+        first = self.packets(*meter)
         time.sleep(self.args.seconds)
         self.control("-d")
-        last = self.tx_packets()
+        last = self.packets(*meter)
         if any(p.poll() is not None for p in self.procs):
             raise RuntimeError(f"{self.role}: a process ended during the window")
         threads = [parse_totals(Path(f)) for f in glob.glob(f"{self.out}.1-*")]
@@ -204,7 +212,9 @@ def ud_send(args: argparse.Namespace, out_dir: Path, profile_sender: bool) -> di
         server = run.start([bench, *common, "-d", "softnic0"], profile_sender)  # outbound: the server sends
         wait_listening(port, server, time.monotonic() + START_TIMEOUT_S)
         run.start([bench, *common, "-d", "softnic1", "127.0.0.1"], not profile_sender)
-        return run.measure(1)
+        # The receiver is counted by what it received: the native sender outruns it, and
+        # UD SENDs that find no RECV posted are dropped.
+        return run.measure(1) if profile_sender else run.measure(1, ("softnic0", "delivered"))
     finally:
         run.close()
 
