@@ -118,6 +118,24 @@ TEST(MicaCache, WrapKeepsEveryEntryWhole) {
   }
 }
 
+TEST(MicaCache, EntryOfALineOrLessNeverCrossesOne) {
+  // A GET of such an entry reads one cache line: its header and value lie in one line of
+  // the log, for every size up to a line and every alignment the sizes before it left.
+  MicaCache cache(SmallConfig(12, 1 << 20));
+  const std::uint32_t line = MicaCache::kLineBytes;
+  std::uint64_t key = 0;
+  for (std::uint32_t round = 0; round < 8; ++round) {
+    for (std::uint32_t bytes = 0; MicaCache::kEntryHeaderBytes + bytes <= line; ++bytes, ++key) {
+      ASSERT_TRUE(Put(cache, key, ValueOf(key, 0, bytes)));
+      const std::uint8_t* value = nullptr;
+      std::uint32_t length = 0;
+      ASSERT_TRUE(cache.Get(KeyHashOf(key), &value, &length));
+      const auto entry = static_cast<std::uint64_t>(value - MicaCache::kEntryHeaderBytes - cache.log_memory());
+      EXPECT_LE(entry % line + MicaCache::kEntryHeaderBytes + bytes, line) << bytes << "-byte value at " << entry;
+    }
+  }
+}
+
 TEST(MicaCache, LossyIndexKeepsTheNewestEight) {
   // One bucket: every key competes for its 8 slots.
   MicaCache cache(SmallConfig(0, 1 << 20));
