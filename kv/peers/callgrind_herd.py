@@ -10,7 +10,7 @@ A measurement, not a test: it prints a table, asserts nothing.
 
 Each role runs one process under `valgrind --tool=callgrind --cache-sim=yes` (pinned to
 --profiled-cpu) while its peers run natively (on --peer-cpu): instrumentation is switched
-on once requests flow (so setup and preloading run uninstrumented), counters are zeroed
+on once thousands of requests were answered (so setup and preloading run uninstrumented), counters are zeroed
 after --warmup seconds and dumped --seconds later (callgrind_control); every thread of the
 process is counted (HERD's workers, or its client threads, and what else runs). Requests in
 that window are counted by softnic's own device counters, read beside the zero and the dump:
@@ -46,6 +46,10 @@ ROOT = Path(__file__).resolve().parents[2]
 ORIGINAL_PORTS = (5500, 5501)  # the original's `servers` file: master, worker
 ORIGINAL_SHM_KEYS = (1, 2, 32, 33, 3185, 3186)
 START_TIMEOUT_S = 120.0
+# Packets before instrumentation starts: thousands of requests answered, so every process's
+# setup is over (the original's worker zeroes its 128 MB log and 256 MB index after its
+# client may already WRITE requests; instrumenting that would warm the simulated LL).
+START_PACKETS = 4096
 EVENTS = ("Ir", "D1mr", "D1mw", "ILmr", "DLmr", "DLmw")
 CONFIGS = {
     "original": ["--workers", "1", "--clients", "1", "--window", "4", "--keys", "1024", "--index-log2", "22",
@@ -123,7 +127,7 @@ class Run:
         """Waits for traffic, then one window: the events of every thread per request, the
         requests counted by `meter` (device, counter)."""
         deadline = time.monotonic() + START_TIMEOUT_S
-        while self.packets() == 0:
+        while self.packets() < START_PACKETS:
             ended = [p.args for p in self.procs if p.poll() is not None]
             if ended or time.monotonic() > deadline:
                 self.log.seek(0)
