@@ -102,7 +102,11 @@ bool MicaCache::Put(const KeyHash& key, const std::uint8_t* value, std::uint32_t
   }
   const std::uint64_t entry_bytes =
       (kEntryHeaderBytes + bytes + kEntryAlignBytes - 1) / kEntryAlignBytes * kEntryAlignBytes;
-  // An entry never straddles the log's end: skip the remainder and start over at 0.
+  // An entry that fits in a cache line never straddles two (a GET then misses once, not
+  // twice; 56-byte entries of 32-byte values crossed a line 6 times in 8), and no entry
+  // straddles the log's end: skip the rest of the line, or of the log.
+  const std::uint64_t in_line = tail_ & (kLineBytes - 1);
+  if (entry_bytes <= kLineBytes && in_line + entry_bytes > kLineBytes) tail_ += kLineBytes - in_line;
   const std::uint64_t position = tail_ & log_mask_;
   if (position + entry_bytes > config_.log_bytes) tail_ += config_.log_bytes - position;
   const std::uint64_t offset = tail_ & kOffsetMask;

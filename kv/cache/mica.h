@@ -1,8 +1,9 @@
 // A MICA-style cache (Lim et al., NSDI'14), one instance per worker partition (EREW: one
 // thread owns it, so it takes no lock). A lossy set-associative index of 64-byte buckets,
 // each 8 slots of (16-bit tag, 48-bit log offset), points into a circular log of entries
-// (keyhash 16 B, value length 2 B, value, padded to 8 B). GET = one bucket read + one log
-// read; PUT = log append + bucket update. Two ways to lose a key, both by design: FIFO
+// (keyhash 16 B, value length 2 B, value, padded to 8 B; an entry of up to 64 B never
+// crosses a cache line). GET = one bucket read + one log read; PUT = log append + bucket
+// update. Two ways to lose a key, both by design: FIFO
 // eviction when the log wraps over its entry, and lossy replacement of a full bucket's
 // oldest slot (or of a slot whose tag collides). A GET compares the full 16-byte key in
 // the log, so neither loss can return another key's value.
@@ -52,6 +53,7 @@ class MicaCache {
   static constexpr std::uint32_t kEntryLengthBytes = 2;
   static constexpr std::uint32_t kEntryHeaderBytes = kEntryKeyBytes + kEntryLengthBytes;
   static constexpr std::uint32_t kEntryAlignBytes = 8;
+  static constexpr std::uint32_t kLineBytes = 64;  // an entry this short stays within one line
   static constexpr std::uint32_t kMaxEntryBytes =
       (kEntryHeaderBytes + kMaxValueBytes + kEntryAlignBytes - 1) / kEntryAlignBytes * kEntryAlignBytes;
   static_assert(kSlotsPerBucket * sizeof(std::uint64_t) == kBucketBytes, "one bucket is one cache line");

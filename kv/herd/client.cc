@@ -51,6 +51,10 @@ class HerdTransport {
   std::uint32_t recv_depth_ = 0;
   std::uint32_t buffer_bytes_ = 0;
   std::vector<std::vector<std::uint32_t>> consumed_;  // per QP: buffers to re-post
+  std::uint32_t consumed_since_refill_ = 0;           // over every QP: whether to look at them
+  // The request WRITE's fixed fields, set once: a post fills in what changes.
+  ibv_send_wr write_{};
+  ibv_sge write_sge_{};
 };
 
 HerdTransport::HerdTransport(Session& session, std::uint32_t client)
@@ -59,7 +63,11 @@ HerdTransport::HerdTransport(Session& session, std::uint32_t client)
   layout_.workers = static_cast<std::uint32_t>(o_.workers);
   layout_.window = static_cast<std::uint32_t>(o_.window);
   const std::uint32_t depth = static_cast<std::uint32_t>(o_.cq_mod + o_.window);
-  recv_depth_ = static_cast<std::uint32_t>(o_.window) + 2 * kRecvRefill;
+  // Enough that the receive queue never runs dry: buffers consumed wait for the next Poll
+  // (up to kRecvRefill - 1, plus that Poll's kPollBatch) and are re-posted only then (the
+  // values they hold are read until then); the window's answers, and a refill's worth of
+  // duplicates from retries, may arrive meanwhile.
+  recv_depth_ = static_cast<std::uint32_t>(o_.window) + kPollBatch + 2 * kRecvRefill;
   send_cq_ = CreateCq(device, static_cast<int>(depth));
   recv_cq_ = CreateCq(device, static_cast<int>(recv_depth_ * layout_.workers));
   QpCaps uc;
@@ -100,7 +108,12 @@ void HerdTransport::Connect(const json& server_uc, const RemoteRegion& region) {
   const Endpoint remote = EndpointFromJson(server_uc);
   ConnectQp(uc_qp_.get(), session_.device(), session_.address(), remote, client_, 1);
   region_ = region;
-  layout_.clients = static_cast<std::uint32_t>(region.bytes / (std::uint64_t{layout_.workers} * layout_.window * kSlotBytes));
+  write_.sg_list = &write_sge_;
+  write_.num_sge = 1;
+  write_.opcode = IBV_WR_RDMA_WRITE;
+  write_.wr.rdma.rkey = region.rkey;
+  write_sge_.lkey = staging_.mr->lkey;
+  layout_.clients = static_cast<std::uint32_t>(region.bytes / (std::uint64_t{layout_.workers} * layout_.window * kSlotStrideBytes));
   if (client_ >= layout_.clients) {
     Fail("client ", client_, " has no slots in the server's request region (", layout_.clients, " clients)");
   }
@@ -134,28 +147,28 @@ void HerdTransport::Send(const Request& request) {
   const std::uint32_t bytes = RequestBytes(request.value_bytes);
   std::uint8_t* slot_end = staging_.data() + std::size_t{w + 1} * kSlotBytes;
   EncodeRequest(slot_end, request.key, request.id, request.value, static_cast<std::uint16_t>(request.value_bytes));
-  ibv_sge sge{reinterpret_cast<std::uintptr_t>(slot_end - bytes), bytes, staging_.mr->lkey};
-  ibv_send_wr wr{};
+  write_sge_.addr = reinterpret_cast<std::uintptr_t>(slot_end - bytes);
+  write_sge_.length = bytes;
   const std::uint64_t seq = ring_.posted;
-  wr.wr_id = ring_.WrId(seq);
-  wr.sg_list = &sge;
-  wr.num_sge = 1;
-  wr.opcode = IBV_WR_RDMA_WRITE;
-  wr.send_flags = (bytes <= max_inline_ ? IBV_SEND_INLINE : 0) | (ring_.SignalInOrder(seq) ? IBV_SEND_SIGNALED : 0);
-  wr.wr.rdma.remote_addr = region_.address + (layout_.Slot(worker, client_, w) + 1) * kSlotBytes - bytes;
-  wr.wr.rdma.rkey = region_.rkey;
+  write_.wr_id = ring_.WrId(seq);
+  write_.send_flags = (bytes <= max_inline_ ? IBV_SEND_INLINE : 0) | (ring_.SignalInOrder(seq) ? IBV_SEND_SIGNALED : 0);
+  write_.wr.rdma.remote_addr = region_.address + layout_.Slot(worker, client_, w) * kSlotStrideBytes + kSlotBytes - bytes;
   ibv_send_wr* bad = nullptr;
-  const int error_number = ibv_post_send(uc_qp_.get(), &wr, &bad);
+  const int error_number = ibv_post_send(uc_qp_.get(), &write_, &bad);
   if (error_number != 0) FailErrno("ibv_post_send (HERD request WRITE)", error_number);
   ++ring_.posted;
 }
 
 int HerdTransport::Poll(Response* out, int max) {
   // Buffers handed out by the previous Poll are free again now (their values were read).
-  for (std::uint32_t s = 0; s < layout_.workers; ++s) {
-    if (consumed_[s].size() >= kRecvRefill) {
-      PostRecvs(s, consumed_[s].data(), static_cast<std::uint32_t>(consumed_[s].size()));
-      consumed_[s].clear();
+  if (consumed_since_refill_ >= kRecvRefill) {
+    consumed_since_refill_ = 0;
+    for (std::uint32_t s = 0; s < layout_.workers; ++s) {
+      if (consumed_[s].size() >= kRecvRefill) {
+        PostRecvs(s, consumed_[s].data(), static_cast<std::uint32_t>(consumed_[s].size()));
+        consumed_[s].clear();
+      }
+      consumed_since_refill_ += static_cast<std::uint32_t>(consumed_[s].size());
     }
   }
   ibv_wc completions[kPollBatch];
@@ -167,6 +180,7 @@ int HerdTransport::Poll(Response* out, int max) {
     const std::uint32_t qp = static_cast<std::uint32_t>(wc.wr_id >> 32);
     const std::uint32_t b = static_cast<std::uint32_t>(wc.wr_id);
     consumed_[qp].push_back(b);
+    ++consumed_since_refill_;
     const std::uint8_t* message = responses_.data() + (std::uint64_t{qp} * recv_depth_ + b) * buffer_bytes_ + kUdGrhBytes;
     Response& r = out[i];
     std::memcpy(&r.id, message, 4);

@@ -10,7 +10,10 @@
 namespace rdmalab::kv::herd {
 
 constexpr std::uint32_t kMaxInlineRequestBytes = 256;  // requests up to this size go inline
-constexpr std::uint32_t kRecvRefill = 32;              // RECVs re-posted per doorbell (original: 64 of 128)
+// RECVs re-posted per doorbell (original: 64 of 128). Few, so that a client's buffers,
+// receive ring and CQ ring stay small: each response's lines are then written where the
+// last round's were, still cached, not into a new stretch of a large ring.
+constexpr std::uint32_t kRecvRefill = 8;
 constexpr std::uint32_t kEmptyPollsBeforeNoop = 100;   // HERD: push a no-op after 100 empty polls
 
 // Every client's total count: each client process runs --clients of them.

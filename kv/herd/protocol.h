@@ -24,6 +24,11 @@
 namespace rdmalab::kv::herd {
 
 constexpr std::uint32_t kSlotBytes = 1024;
+// Slots lie this far apart in the region: one line more than a slot, so that the polled last
+// lines of consecutive slots fall into different L1 sets (a 1 KB stride put all of a
+// worker's polled lines into 4 of 64 sets: 32 lines cached, so a sweep of more slots
+// missed L1 on every poll). The request still ends at the slot's kSlotBytes-th byte.
+constexpr std::uint32_t kSlotStrideBytes = kSlotBytes + 64;
 constexpr std::uint32_t kTrailerBytes = 4 + 4 + sizeof(KeyHash);  // id, LEN and check, keyhash
 constexpr std::uint32_t kLenBits = 10;
 constexpr std::uint32_t kLenMask = (1u << kLenBits) - 1;
@@ -77,7 +82,7 @@ struct RegionLayout {
   std::uint64_t Slot(std::uint32_t worker, std::uint32_t client, std::uint32_t w) const {
     return (std::uint64_t{worker} * clients + client) * window + w;
   }
-  std::uint64_t Bytes() const { return std::uint64_t{workers} * clients * window * kSlotBytes; }
+  std::uint64_t Bytes() const { return std::uint64_t{workers} * clients * window * kSlotStrideBytes; }
 };
 
 // Bytes a request takes on the wire, and its offset within the slot.
@@ -118,7 +123,7 @@ inline RequestKind ParseRequest(const std::uint8_t* slot, std::uint32_t worker, 
   if (out->value_bytes > kMaxValueBytes) return RequestKind::kMalformed;
   if (out->key.lo == 0 && (out->key.hi << 8) == 0) return RequestKind::kMalformed;
   if (Partition(out->key, workers) != worker) return RequestKind::kMalformed;
-  std::memcpy(value_copy, trailer - out->value_bytes, out->value_bytes);
+  if (out->value_bytes != 0) std::memcpy(value_copy, trailer - out->value_bytes, out->value_bytes);
   out->value = value_copy;
   if (RequestCheck(out->key, out->id, out->value_bytes, value_copy) != check) return RequestKind::kTorn;
   return out->value_bytes == 0 ? RequestKind::kGet : RequestKind::kPut;

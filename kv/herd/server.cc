@@ -42,12 +42,18 @@ constexpr std::uint32_t kMaxBatch = 64;
 // Polls (sweeps) without any request before a worker yields its CPU: with more busy pollers
 // than cores (clients and workers on one 2-core host) a spinning worker would otherwise hold
 // the CPU its clients need for a whole time slice.
-constexpr std::uint32_t kIdlePollsBeforeYield = 1u << 10;
+constexpr std::uint32_t kIdlePollsBeforeYield = 1u << 7;
 constexpr std::uint32_t kIdleSweepsBeforeYield = 1u << 6;
 
 struct ClientAddress {
   std::uint32_t process = 0;
   std::vector<std::uint32_t> ud_qpns;  // one per worker
+};
+
+// Where a worker's responses to one client go: its process's AH and its QP for this worker.
+struct Destination {
+  ibv_ah* ah = nullptr;
+  std::uint32_t qpn = 0;
 };
 
 struct WorkerStats {
@@ -78,7 +84,8 @@ struct Item {
 
 class Server;
 
-class Worker {
+// Aligned to a cache line, so that no line holds two workers' fields.
+class alignas(64) Worker {
  public:
   Worker(Server& server, std::uint32_t id);
   void Setup();
@@ -112,7 +119,9 @@ class Worker {
   alignas(64) std::uint8_t inline_response_[kResponseHeaderBytes + kMaxValueBytes];
   Region staging_;
   std::uint32_t staging_mask_ = 0;  // staging entries per ring, a power of two, less one
+  std::uint32_t inline_bytes_ = 0;  // --inline_size: values up to this go inline
   std::uint8_t* region_ = nullptr;
+  std::vector<Destination> destinations_;  // per client
   WorkerStats stats_;
   ibv_send_wr wrs_[kMaxBatch] = {};
   ibv_sge sges_[kMaxBatch] = {};
@@ -224,10 +233,16 @@ void Worker::Setup() {
   staging_ = MakeRegion(server_.session_,
                         std::size_t{staging_slots} * o.queues * (kResponseHeaderBytes + kMaxValueBytes), o.use_hugepages);
   region_ = server_.requests_.data();
-  for (auto& wr : wrs_) {
-    wr.opcode = IBV_WR_SEND;
-    wr.num_sge = 1;
-    wr.wr.ud.remote_qkey = kUdQkey;
+  for (const ClientAddress& client : server_.clients_) {
+    destinations_.push_back({server_.process_ahs_[client.process].get(), client.ud_qpns[id_]});
+  }
+  inline_bytes_ = static_cast<std::uint32_t>(o.inline_size);
+  for (std::uint32_t i = 0; i < kMaxBatch; ++i) {
+    wrs_[i].opcode = IBV_WR_SEND;
+    wrs_[i].num_sge = 1;
+    wrs_[i].sg_list = &sges_[i];
+    wrs_[i].wr.ud.remote_qkey = kUdQkey;
+    sges_[i].lkey = staging_.mr->lkey;
   }
 }
 
@@ -267,34 +282,30 @@ void Worker::Stage2(Item& item) {
 
 bool Worker::BuildResponse(const Item& item, std::uint32_t count) {
   if (item.kind != RequestKind::kGet && item.kind != RequestKind::kPut) return false;
-  const ClientAddress& client = server_.clients_[item.client];
   SendRing& ring = rings_[next_qp_];
   ibv_send_wr& wr = wrs_[count];
   ibv_sge& sge = sges_[count];
-  std::uint8_t header[kResponseHeaderBytes] = {};
-  std::memcpy(header, &item.request.id, 4);
-  header[4] = item.status;
-  const std::uint16_t len = static_cast<std::uint16_t>(item.value_bytes);
-  std::memcpy(header + 6, &len, 2);
+  const std::uint32_t len = item.value_bytes;
   const std::uint64_t seq = ring.posted + count;
-  const bool inline_data = item.value_bytes <= static_cast<std::uint32_t>(server_.o_.inline_size);
+  const bool inline_data = len <= inline_bytes_;
   // A batch's inline responses are copied at the post, after all are built: one buffer each.
   std::uint8_t* staged =
       inline_data && count == 0
           ? inline_response_
           : staging_.data() + (std::size_t{ring.id} * (staging_mask_ + 1) + (seq & staging_mask_)) *
                                   (kResponseHeaderBytes + kMaxValueBytes);
-  std::memcpy(staged, header, kResponseHeaderBytes);
+  // The header [id][status][pad][LEN] as one little-endian word.
+  static_assert(std::endian::native == std::endian::little, "the response header is built as one word");
+  const std::uint64_t header = item.request.id | std::uint64_t{item.status} << 32 | std::uint64_t{len} << 48;
+  std::memcpy(staged, &header, kResponseHeaderBytes);
   if (len != 0) std::memcpy(staged + kResponseHeaderBytes, item.value, len);
   sge.addr = reinterpret_cast<std::uintptr_t>(staged);
-  wr.send_flags = inline_data ? IBV_SEND_INLINE : 0;
   sge.length = kResponseHeaderBytes + len;
-  sge.lkey = staging_.mr->lkey;
-  wr.sg_list = &sge;
   wr.wr_id = ring.WrId(seq);
-  if (ring.SignalInOrder(seq)) wr.send_flags |= IBV_SEND_SIGNALED;
-  wr.wr.ud.ah = server_.process_ahs_[client.process].get();
-  wr.wr.ud.remote_qpn = client.ud_qpns[id_];
+  wr.send_flags = (inline_data ? IBV_SEND_INLINE : 0) | (ring.SignalInOrder(seq) ? IBV_SEND_SIGNALED : 0);
+  const Destination& to = destinations_[item.client];
+  wr.wr.ud.ah = to.ah;
+  wr.wr.ud.remote_qpn = to.qpn;
   wr.next = nullptr;
   if (count > 0) wrs_[count - 1].next = &wr;
   return true;
@@ -315,7 +326,7 @@ void Worker::PostResponses(std::uint32_t count) {
 }
 
 std::uint8_t* Worker::SlotOf(std::uint32_t client, std::uint32_t w) const {
-  return region_ + server_.layout_.Slot(id_, client, w) * kSlotBytes;
+  return region_ + server_.layout_.Slot(id_, client, w) * kSlotStrideBytes;
 }
 
 void Worker::Detect(std::uint8_t* slot, std::uint32_t client, Item& item) {
@@ -345,12 +356,17 @@ void Worker::ServeOneByOne(const std::atomic<bool>& stop) {
   std::uint8_t* const first = SlotOf(0, 0);
   std::uint8_t* slot = first;
   std::uint32_t client = 0, w = 0, empty = 0, idle = 0;
+  // A sweep of every slot that found nothing means that no request will push the ones in
+  // the pipeline soon (their clients wait for these answers), so the no-op comes then, not
+  // after HERD's 100 empty polls: with few clients (1 x W=4) the last requests of a window
+  // otherwise wait out 100 polls, and the client with them.
+  const std::uint32_t noop_after = std::min(kEmptyPollsBeforeNoop, clients * window);
   std::uint64_t empty_polls = 0;
   for (std::uint64_t turn = 0;; ++turn) {
     if ((turn & kStopCheckMask) == 0 && stop.load(std::memory_order_relaxed)) break;
     std::uint8_t* const polled = slot;
     const std::uint32_t polled_client = client;
-    slot += kSlotBytes;
+    slot += kSlotStrideBytes;
     if (++w == window) {
       w = 0;
       if (++client == clients) {
@@ -368,7 +384,13 @@ void Worker::ServeOneByOne(const std::atomic<bool>& stop) {
     if (!found) {
       ++empty_polls;
       if (++idle % kIdlePollsBeforeYield == 0) sched_yield();
-      if (++empty < kEmptyPollsBeforeNoop) continue;
+      if (++empty < noop_after) continue;
+      empty = 0;
+      // Nothing in the pipeline: nothing to push.
+      if (pipeline[newest].kind == RequestKind::kEmpty &&
+          pipeline[newest == 0 ? kPipelineDepth - 1 : newest - 1].kind == RequestKind::kEmpty) {
+        continue;
+      }
       ++stats_.noops;
       fresh.kind = RequestKind::kEmpty;
     } else {
@@ -378,6 +400,7 @@ void Worker::ServeOneByOne(const std::atomic<bool>& stop) {
     Item& oldest = pipeline[newest == 0 ? kPipelineDepth - 1 : newest - 1];
     Stage2(oldest);
     if (BuildResponse(oldest, 0)) PostResponses(1);
+    oldest.kind = RequestKind::kEmpty;  // answered: an idle pipeline is then seen as empty
     Stage1(pipeline[newest]);
     Stage0(fresh);
     newest = next;

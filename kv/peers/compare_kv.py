@@ -33,6 +33,10 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 RESPONSE_HEADER_BYTES = 8  # kv/herd/protocol.h: a response is the header, then the value
+# HERD's log per worker: 1 Mi preloaded keys take 64 MB (a 32-byte value's entry is one
+# 64-byte line), the default log's all; with 128 MB (the original HERD's) PUTs wrap nothing
+# within a run and every GET hits, as the other stores' GETs do.
+HERD_LOG_MB = 128
 TCP_GRID = [(4, 4, True), (8, 16, True), (16, 16, True), (16, 1, False), (32, 1, False)]  # clients, window, pipeline
 
 
@@ -64,7 +68,8 @@ def kv_row(build: Path, system: str, args: argparse.Namespace, clients: int, win
            extra: list[str] = ()) -> dict:
     common = ["--system", system, "--clients", str(clients), "--window", str(window), "-D", str(args.duration),
               "--keys", str(args.keys), "--value-size", str(args.value_size), "--put-fraction", str(args.put_fraction),
-              "--timeout", str(args.duration * 10 + 30), *(["--pipeline"] if pipeline else []), *extra]
+              "--timeout", str(args.duration * 10 + 30), *(["--pipeline"] if pipeline else []),
+              *(["--log-mb", str(HERD_LOG_MB)] if system == "herd" else []), *extra]
     kv = str(build / "bin" / "rdmalab-kv")
     _, doc = run_pair(build, [kv, "server", *common], [kv, "client", *common], args.duration * 10 + 60)
     row = doc["results"][0]

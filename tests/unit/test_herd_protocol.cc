@@ -5,8 +5,10 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstring>
 #include <random>
+#include <vector>
 
 #include "kv/herd/protocol.h"
 
@@ -102,6 +104,25 @@ TEST(HerdProtocol, MillionFuzzedSlotsNeverReadOutsideOrAcceptGarbage) {
   EXPECT_GT(counts[static_cast<int>(RequestKind::kMalformed)], 100'000u);
   EXPECT_GT(counts[static_cast<int>(RequestKind::kTorn)], 100'000u);
   EXPECT_LT(changed_but_accepted, 5u) << "changed requests that passed the check";
+}
+
+TEST(HerdProtocol, PolledLinesOfConsecutiveSlotsSpreadOverL1Sets) {
+  // A worker polls each slot's last byte; 64 consecutive slots' polled lines must fall into
+  // 64 different sets of a 64-set L1 (at a 1 KB stride they fell into 4).
+  constexpr std::uint64_t kLine = 64, kSets = 64;
+  RegionLayout layout;
+  layout.clients = 16;
+  layout.window = 4;
+  std::vector<bool> seen(kSets, false);
+  for (std::uint32_t client = 0; client < layout.clients; ++client) {
+    for (std::uint32_t w = 0; w < layout.window; ++w) {
+      const std::uint64_t polled = layout.Slot(0, client, w) * kSlotStrideBytes + kSlotBytes - 1;
+      seen[polled / kLine % kSets] = true;
+    }
+  }
+  EXPECT_EQ(std::count(seen.begin(), seen.end(), true), static_cast<long>(kSets));
+  EXPECT_GE(kSlotStrideBytes, kSlotBytes);
+  EXPECT_EQ(layout.Bytes(), std::uint64_t{layout.clients} * layout.window * kSlotStrideBytes);
 }
 
 }  // namespace

@@ -95,14 +95,16 @@ TEST(MicaCache, FifoEvictionByLogWrap) {
 }
 
 TEST(MicaCache, WrapKeepsEveryEntryWhole) {
-  // A 4 KiB log: the newest log_bytes / entry_bytes entries survive (the pad at each wrap
-  // fills the rest of a lap), every one readable whole, the one before them gone.
+  // A 4 KiB log: the newest entries a lap holds survive (the pad at each wrap fills the
+  // rest of a lap; entries of up to 64 B fill each 64-byte line with as many as fit),
+  // every one readable whole, the one before them gone.
   struct Case {
-    std::uint32_t value_bytes, entry_bytes;
+    std::uint32_t value_bytes, survivors;
   };
-  for (const Case c : {Case{1000, 1024}, Case{900, 920}, Case{600, 624}, Case{1, 24}}) {
+  for (const Case c : {Case{1000, 4096 / 1024}, Case{900, 4096 / 920}, Case{600, 4096 / 624},
+                       Case{1, 4096 / 64 * (64 / 24)}, Case{32, 4096 / 64}}) {
     MicaCache cache(SmallConfig(10, 4096));
-    const std::uint64_t survivors = 4096 / c.entry_bytes;
+    const std::uint64_t survivors = c.survivors;
     for (std::uint64_t key = 0; key < 3 * survivors + 5; ++key) {
       ASSERT_TRUE(Put(cache, key, ValueOf(key, 0, c.value_bytes)));
       for (std::uint64_t back = 0; back < survivors && back <= key; ++back) {
@@ -112,6 +114,24 @@ TEST(MicaCache, WrapKeepsEveryEntryWhole) {
       if (key >= survivors) {
         EXPECT_FALSE(Hits(cache, key - survivors)) << c.value_bytes << "-byte values, key " << key;
       }
+    }
+  }
+}
+
+TEST(MicaCache, EntryOfALineOrLessNeverCrossesOne) {
+  // A GET of such an entry reads one cache line: its header and value lie in one line of
+  // the log, for every size up to a line and every alignment the sizes before it left.
+  MicaCache cache(SmallConfig(12, 1 << 20));
+  const std::uint32_t line = MicaCache::kLineBytes;
+  std::uint64_t key = 0;
+  for (std::uint32_t round = 0; round < 8; ++round) {
+    for (std::uint32_t bytes = 0; MicaCache::kEntryHeaderBytes + bytes <= line; ++bytes, ++key) {
+      ASSERT_TRUE(Put(cache, key, ValueOf(key, 0, bytes)));
+      const std::uint8_t* value = nullptr;
+      std::uint32_t length = 0;
+      ASSERT_TRUE(cache.Get(KeyHashOf(key), &value, &length));
+      const auto entry = static_cast<std::uint64_t>(value - MicaCache::kEntryHeaderBytes - cache.log_memory());
+      EXPECT_LE(entry % line + MicaCache::kEntryHeaderBytes + bytes, line) << bytes << "-byte value at " << entry;
     }
   }
 }
