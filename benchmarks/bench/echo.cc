@@ -130,17 +130,19 @@ class EchoRun {
   const Options& o_;
   EchoShape shape_;
   // Server.
-  std::vector<ServerClient> clients_;
+  // Threads before clients: members go in reverse, so the clients' QPs are destroyed before
+  // the threads' CQs they complete into (a CQ still in use cannot be destroyed).
   std::vector<ServerThread> threads_;
+  std::vector<ServerClient> clients_;
   Region requests_;  // write requests: per client, window slots; send requests: RECV buffers
   Region staging_;   // per client, window slots: what the responses carry
   Buffer table_;     // --accesses reads land here
   std::uint64_t table_words_ = 0;
   std::atomic<bool> stop_{false};
   // Client.
+  CqPtr client_send_cq_, client_recv_cq_;  // before the QPs, which are destroyed first
   QpPtr request_qp_, response_qp_, ud_qp_;
   ibv_qp* response_recv_qp_ = nullptr;  // where response RECVs are posted
-  CqPtr client_send_cq_, client_recv_cq_;
   SendRing request_ring_;
   Region local_;  // [window request slots][window response slots of recv_bytes]
   RemoteRegion server_requests_;

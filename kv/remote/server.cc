@@ -85,8 +85,10 @@ class Server {
   Region store_;
   Region recvs_;  // Pilaf: per client 2W message buffers
   std::uint32_t message_bytes_ = 0;
-  std::vector<ServedClient> clients_;
+  // Workers before clients: members go in reverse, so the clients' QPs are destroyed before
+  // the workers' CQs they complete into (a CQ still in use cannot be destroyed).
   std::vector<std::unique_ptr<Worker>> workers_;
+  std::vector<ServedClient> clients_;
   std::optional<HopscotchTable> table_;  // FaRM full (one worker: its only writer)
 
  private:

@@ -441,6 +441,7 @@ int ibv_resize_cq(ibv_cq*, int) { return EOPNOTSUPP; }
 
 int ibv_destroy_cq(ibv_cq* ibcq) {
   SoftCq* cq = ToSoft(ibcq);
+  if (cq->users.load(std::memory_order_relaxed) != 0) return EBUSY;
   if (cq->channel) {
     std::lock_guard<std::mutex> lock(cq->channel->mutex);
     EraseFrom(cq->channel->cqs, cq);

@@ -139,6 +139,9 @@ struct SoftCq {
   Consumers consumers;  // kOne under SOFTNIC_SINGLE_THREADED: polls claim without a CAS
   bool overrun_reported;
   std::atomic<uint32_t> purge_count{0};  // poll's one check: purges.size(), written under purge_mutex
+  // QPs and XRC SRQs that complete into this CQ: while any does, ibv_destroy_cq refuses
+  // with EBUSY, as the kernel does (their destroy would otherwise purge a freed CQ).
+  std::atomic<uint32_t> users{0};
   std::mutex purge_mutex;
   std::vector<CqPurge> purges;
 };
@@ -163,6 +166,7 @@ struct SoftSrq {
   SoftXrcd* xrcd;
   uint32_t srqn;
   QpEntry* entry;
+  SoftCq* cq;  // where an XRC SRQ's completions go
 };
 
 struct SoftAh {

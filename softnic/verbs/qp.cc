@@ -231,6 +231,9 @@ ibv_qp* CreateQpExOp(ibv_context* context, ibv_qp_init_attr_ex* attr) {
   InstallQpExOps(qp);
   if (attr->comp_mask & IBV_QP_INIT_ATTR_SEND_OPS_FLAGS) qp->ex.comp_mask = 0;
   if (qp->xrcd != nullptr) UseXrcd(qp->xrcd);
+  for (SoftCq* cq : {qp->send_cq, qp->recv_cq}) {
+    if (cq != nullptr) cq->users.fetch_add(1, std::memory_order_relaxed);
+  }
   runtime->local_qps[qp->device_index][index] = qp;
   attr->cap = qp->cap;  // what the QP holds, as providers report it
   return &base;
@@ -449,6 +452,9 @@ int ibv_destroy_qp(ibv_qp* ibqp) {
   // (libfabric's rxm closes a connection's endpoint, then drains the shared CQ and reposted
   // a receive through the freed endpoint).
   PurgeCompletions(qp);
+  for (SoftCq* cq : {qp->send_cq, qp->recv_cq}) {
+    if (cq != nullptr) cq->users.fetch_sub(1, std::memory_order_relaxed);
+  }
   runtime->local_qps[qp->device_index][qp->index] = nullptr;
   if (qp->recv_object.id != 0) RemoveObject(runtime->directory(), qp->recv_object.id);
   if (qp->xrcd != nullptr) ReleaseXrcd(qp->xrcd);

@@ -180,6 +180,8 @@ ibv_srq* CreateSrqExOp(ibv_context* context, ibv_srq_init_attr_ex* attr) {
     return nullptr;
   }
   UseXrcd(srq->xrcd);
+  srq->cq = ToSoft(attr->cq);
+  srq->cq->users.fetch_add(1, std::memory_order_relaxed);
   return &srq->srq;
 }
 
@@ -196,6 +198,7 @@ void ForgetXrcSrq(SoftSrq* srq) {
   ChangeBetweenControlEpochs(*Runtime::Get()->fabric(), [&] { srq->entry->qpn.store(0, std::memory_order_release); });
   srq->entry = nullptr;
   ReleaseXrcd(srq->xrcd);
+  if (srq->cq != nullptr) srq->cq->users.fetch_sub(1, std::memory_order_relaxed);
 }
 
 void InstallXrcOps(verbs_context* vctx) {

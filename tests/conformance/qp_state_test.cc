@@ -232,6 +232,18 @@ TEST_P(QpStateMachine, DestroyPurgesUnpolledCompletions) {
       << "a send completion of a destroyed QP: " << Describe(stale);
 }
 
+// A CQ that a QP completes into cannot be destroyed (the kernel answers EBUSY): it stays
+// usable, and the QP's own destroy still finds it.
+TEST_P(QpStateMachine, CqInUseIsNotDestroyed) {
+  ConnectAndWrite();
+  EXPECT_EQ(ibv_destroy_cq(pair_.a->send_cq()), EBUSY);
+  EXPECT_EQ(ibv_destroy_cq(pair_.a->recv_cq()), EBUSY);
+  SendSpec write{.opcode = IBV_WR_RDMA_WRITE, .sges = {Sge(local_buf_, 0, 32)}, .wr_id = 51,
+                 .remote_addr = remote_buf_.addr(), .rkey = remote_buf_.rkey()};
+  ASSERT_NO_FATAL_FAILURE(PostAndExpect(*pair_.a, write, IBV_WC_SUCCESS));  // the QP still completes into it
+  pair_.a->DestroyQp();
+}
+
 TEST_P(QpStateMachine, QueryReportsConnectionAttributes) {
   ConnectAndWrite();
   ibv_qp_attr attr{};
