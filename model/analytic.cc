@@ -249,6 +249,18 @@ Demand Inbound(const WrShape& wr_in, const Profile& prof, const WireParams& wire
   return d;
 }
 
+Demand PeerWork(const Profile& prof, double completions, double requests) {
+  Demand d;
+  if (prof.nic.host_engine) d.peer_ns = completions * prof.cpu.poll_cq_ns + requests * prof.cpu.client_request_ns;
+  return d;
+}
+
+Demand LineFetch(const Profile& prof, bool own) {
+  Demand d;
+  if (prof.nic.host_engine) (own ? d.cpu_ns : d.peer_ns) = prof.cpu.line_transfer_ns;
+  return d;
+}
+
 Demand QpCacheMisses(uint32_t qps, const Profile& prof, bool rx, double burst) {
   Demand d;
   if (qps <= prof.nic.qp_cache_entries || !prof.Has(kQpCache)) return d;
@@ -347,6 +359,7 @@ Prediction Tput(const Point& pt, const Profile& prof, const WireParams& wire) {
   double translation_miss = 0;
   if (pt.direction == "inbound") {
     d = Inbound(wr, prof, wire);
+    if (wr.op != Opcode::kSend && wr.signaled) d += PeerWork(prof, 1.0 / std::max<uint32_t>(pt.cq_mod, 1));
     e.qps_rx = pt.qp;
     if (connected) d += QpCacheMisses(qps, prof, true, burst);
     if (pt.keyed && (wr.op == Opcode::kRead || wr.op == Opcode::kWrite))
@@ -384,6 +397,9 @@ Prediction Echo(const Point& pt, const Profile& prof, const WireParams& wire) {
   Demand d = in;
   d += out;
   d += app;
+  // a WRITE request is loaded by the server's poll, a WRITE response by the client's
+  if (req.op == Opcode::kWrite) d += LineFetch(prof, true);
+  if (resp.op == Opcode::kWrite) d += LineFetch(prof, false);
   uint32_t peers = pt.clients ? pt.clients : 1;
   if (IsConnected(req.transport)) d += QpCacheMisses(peers, prof, true);
   Engagement e;
@@ -405,6 +421,7 @@ Prediction Echo(const Point& pt, const Profile& prof, const WireParams& wire) {
 Prediction Atomics(const Point& pt, const Profile& prof, const WireParams& wire) {
   WrShape wr = Shape(pt.verb, 8);
   Demand d = Inbound(wr, prof, wire);
+  if (wr.signaled) d += PeerWork(prof, 1.0 / std::max<uint32_t>(pt.cq_mod, 1));
   double buckets = std::min<double>(static_cast<double>(pt.counters), prof.nic.atomic_lock_buckets);
   d.lock_ns = prof.nic.atomic_lock_hold_ns / buckets;
   d.payload_B = 8;

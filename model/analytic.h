@@ -95,6 +95,15 @@ Demand QpCacheMisses(uint32_t qps, const Profile& prof, bool rx, double burst = 
 // (pt's distribution, keys, placement): one translation-entry DMA read each, waited for.
 Demand TranslationMisses(const Point& pt, uint32_t value_B, const Profile& prof, double* miss_rate = nullptr);
 
+// Host engine only (empty otherwise: a device NIC's peers are assumed numerous): the peers'
+// threads' work beside the WRs they post here: `completions` they poll (a READ's or an
+// atomic's, each signaled one) and `requests` of a key-value client's own work
+// (cpu.client_request_ns).
+Demand PeerWork(const Profile& prof, double completions, double requests = 0);
+// Host engine only: a poller loads a line its peer's core just wrote (a request or answer
+// delivered by WRITE): `own` at this node (cpu_ns), else at the peer (peer_ns).
+Demand LineFetch(const Profile& prof, bool own);
+
 // Unloaded latency of one verb, requester post to requester completion (READ, signaled
 // WRITE/SEND) or to the responder's poll seeing the data (`one_way`).
 // `doorbell`: the WR was posted by doorbell, so the NIC DMA-reads its WQE first (guide16

@@ -99,6 +99,8 @@ const std::vector<FieldInfo> kFields = {
     F("cpu.shared_atomic_ns", "ns", 0, 1e5, cpu.shared_atomic_ns),
     F("cpu.kv_request_ns", "ns", 0, 1e5, cpu.kv_request_ns),
     F("cpu.available_cores", "cores", 0, 4096, cpu.available_cores),
+    F("cpu.client_request_ns", "ns", 0, 1e5, cpu.client_request_ns),
+    F("cpu.line_transfer_ns", "ns", 0, 1e5, cpu.line_transfer_ns),
     F("latency.pcie_rtt_ns", "ns", 0, 1e6, lat.pcie_rtt_ns),
     F("latency.nic_pipeline_ns", "ns", 0, 1e6, lat.nic_pipeline_ns),
     F("latency.wire_ns", "ns", 0, 1e6, lat.wire_ns),
