@@ -55,6 +55,16 @@ void HostEngineLimits(const Demand& d, const Profile& prof, const Engagement& e,
   double share = e.host_threads > cores ? cores / e.host_threads : 1.0;
   double own = std::min((e.cores ? e.cores : cores) * share, cores);
   double peers = e.peer_threads ? std::min(e.peer_threads * share, cores) : cores;
+  if (e.round_trip_pairs && e.host_threads > cores) {
+    // Busy threads beyond the cores take turns by time slices (milliseconds, against
+    // microseconds of work): a client and its server thread make progress only while both
+    // hold a core, and a window drains in far less than a slice. Any two given threads of n
+    // hold two of the c cores at once a share c(c-1)/(n(n-1)) of the time.
+    double n = e.host_threads;
+    double together = e.round_trip_pairs * cores * (cores - 1) / (n * (n - 1));
+    own = std::min(own, together);
+    peers = std::min(peers, together);
+  }
   limits.push_back({"cpu", "CPU (posting thread)", (d.cpu_ns + d.nic_tx_ns) * 1e-9 / own});
   limits.push_back({"nic_rx", "CPU (peers' posting threads)", (d.nic_rx_ns + d.peer_ns) * 1e-9 / peers});
   limits.push_back({"host_cpu", "CPU (host cores)", (d.cpu_ns + d.nic_tx_ns + d.nic_rx_ns + d.peer_ns) * 1e-9 / cores});
@@ -62,8 +72,9 @@ void HostEngineLimits(const Demand& d, const Profile& prof, const Engagement& e,
 
 }  // namespace
 
-void ShareHost(Engagement& e, const Point& pt, bool own, bool peers) {
+void ShareHost(Engagement& e, const Point& pt, bool own, bool peers, bool round_trips) {
   e.peer_threads = pt.peer_threads;
+  e.round_trip_pairs = round_trips ? pt.peer_threads : 0;
   e.host_threads = (own ? (pt.threads ? pt.threads : 1) : 0) + (peers ? pt.peer_threads : 0);
 }
 
@@ -406,7 +417,7 @@ Prediction Echo(const Point& pt, const Profile& prof, const WireParams& wire) {
   e.cores = pt.threads;
   e.qps = pt.qp;
   double lat_us = VerbLatencyUs(req, prof, wire, true) + app.cpu_ns / 1000 + VerbLatencyUs(resp, prof, wire, true);
-  ShareHost(e, pt, true, true);
+  ShareHost(e, pt, true, true, true);
   if (pt.tx_depth && pt.window_bound) {
     e.outstanding = static_cast<double>(pt.tx_depth) * peers;
     e.rtt_us = lat_us;

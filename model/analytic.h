@@ -72,12 +72,16 @@ struct Engagement {
   // busy-polling threads of every process on the host (0 = no more than its cores).
   uint32_t peer_threads = 0;
   uint32_t host_threads = 0;
+  // Host engine only: client threads each waiting for a server thread's answers (ECHO, the
+  // sequencers, the key-value systems); 0 = streams that need no answer to go on.
+  uint32_t round_trip_pairs = 0;
 };
 
 Prediction Solve(const Demand& d, const Profile& prof, const WireParams& wire, const Engagement& e);
 // Host engine: the threads that busy-poll on the host share its cores. `own`: the measured
-// node's threads poll (senders, servers, receivers of SENDs); `peers`: the peers' threads do.
-void ShareHost(Engagement& e, const Point& pt, bool own, bool peers);
+// node's threads poll (senders, servers, receivers of SENDs); `peers`: the peers' threads do;
+// `round_trips`: each peer thread waits for the answers of the server thread it talks to.
+void ShareHost(Engagement& e, const Point& pt, bool own, bool peers, bool round_trips = false);
 
 // Building blocks for composing an operation out of verbs at the measured node.
 WrShape Shape(const VerbSpec& v, uint64_t payload_B, uint32_t sge = 1, bool inline_recv = false);

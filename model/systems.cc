@@ -106,7 +106,7 @@ struct Composer {
     return VerbLatencyUs(req, prof, wire, true) + VerbLatencyUs(ack, prof, wire, true);
   }
   Prediction Finish(Engagement e) {
-    ShareHost(e, pt, true, true);  // the server's workers and the clients' threads poll
+    ShareHost(e, pt, true, true, true);  // the server's workers and the clients' threads poll, clients for answers
     // Little's law bounds the rate only when the point says how many clients there are.
     if (pt.window_bound && pt.clients && pt.window && lat_us > 0) {
       e.outstanding = static_cast<double>(Clients(pt)) * pt.window;

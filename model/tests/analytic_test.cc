@@ -252,5 +252,22 @@ TEST(HostEngine, AWriteDeliveredMessageCostsItsPollerALineTransfer) {
   EXPECT_NEAR(send.per_op.peer_ns, Eval(echo, "echo", h, roles).per_op.peer_ns, 1e-9);
 }
 
+// Busy threads beyond the cores take turns by time slices: a client and the server thread it
+// waits on progress only while both hold a core. Three threads on two cores: the server runs
+// with one client or the other 2/3 of the time (as its plain share); four (two server threads,
+// two clients): a given pair runs together 1/6 of the time, so the two pairs 1/3.
+TEST(HostEngine, ARoundTripNeedsBothEndsOnACoreAtOnce) {
+  Demand d;
+  d.cpu_ns = 100;
+  Engagement three;
+  three.host_threads = 3, three.peer_threads = 2, three.cores = 1, three.round_trip_pairs = 2;
+  EXPECT_NEAR(Solve(d, HostEngine(), HostEngine().link, three).mops, 10.0 * 2 / 3, 1e-9);
+  Engagement four = three;
+  four.host_threads = 4, four.cores = 2;
+  EXPECT_NEAR(Solve(d, HostEngine(), HostEngine().link, four).mops, 10.0 / 3, 1e-9);
+  four.round_trip_pairs = 0;  // streams that wait for no answer: each thread its plain share
+  EXPECT_NEAR(Solve(d, HostEngine(), HostEngine().link, four).mops, 10.0, 1e-9);
+}
+
 }  // namespace
 }  // namespace rdmalab::model
