@@ -411,6 +411,7 @@ Prediction Echo(const Point& pt, const Profile& prof, const WireParams& wire) {
   // a WRITE request is loaded by the server's poll, a WRITE response by the client's
   if (req.op == Opcode::kWrite) d += LineFetch(prof, true);
   if (resp.op == Opcode::kWrite) d += LineFetch(prof, false);
+  if (req.signaled) d += PeerWork(prof, 1.0 / std::max<uint32_t>(pt.cq_mod, 1));  // the client polls its requests' completions
   uint32_t peers = pt.clients ? pt.clients : 1;
   if (IsConnected(req.transport)) d += QpCacheMisses(peers, prof, true);
   Engagement e;
