@@ -70,6 +70,24 @@ void HostEngineLimits(const Demand& d, const Profile& prof, const Engagement& e,
   limits.push_back({"host_cpu", "CPU (host cores)", (d.cpu_ns + d.nic_tx_ns + d.nic_rx_ns + d.peer_ns) * 1e-9 / cores});
 }
 
+// guide16 Sec. 3.4: a PU that takes an atomic acquires the NIC's lock for its address and
+// holds it across the PCIe read-modify-write; while it waits for and holds the lock it serves no
+// other verb (atomics contend with non-atomic verbs too). The `pus` PUs thus form a closed
+// population cycling between their own work (`pu_ns` per operation on one PU) and the lock
+// (`lock_ns` per operation, queued): exact mean-value analysis gives their rate, below both the
+// lock's and the PUs' own limits when both are busy.
+constexpr double kLockWaitMargin = 1.01;
+
+double LockWaitRateOpsPerNs(uint32_t pus, double pu_ns, double lock_ns) {
+  double queued = 0, rate = 0;
+  for (uint32_t n = 1; n <= pus; ++n) {
+    double at_lock = lock_ns * (1 + queued);
+    rate = n / (at_lock + pu_ns);
+    queued = rate * at_lock;
+  }
+  return rate;
+}
+
 }  // namespace
 
 void ShareHost(Engagement& e, const Point& pt, bool own, bool peers, bool round_trips) {
@@ -100,6 +118,13 @@ Prediction Solve(const Demand& d, const Profile& prof, const WireParams& wire, c
     double wait_ns = qps_per_pu > 0 ? d.fetch_wait_ns / qps_per_pu / pus : 0;
     limits.push_back({"nic_tx", "NIC", (d.nic_tx_ns + wait_ns) * 1e-9 / engaged_tx});
     limits.push_back({"nic_rx", "NIC", d.nic_rx_ns * 1e-9 / engaged_rx});
+    if (d.lock_ns > 0 && d.nic_rx_ns > 0 && prof.Has(kLockWait)) {
+      uint32_t waiting = std::max<uint32_t>(static_cast<uint32_t>(std::lround(engaged_rx * pus)), 1);
+      double s_per_op = 1e-9 / LockWaitRateOpsPerNs(waiting, d.nic_rx_ns * pus, d.lock_ns);
+      // named only where the stalls cost more than 1% beyond the lock or the PUs alone
+      if (s_per_op > kLockWaitMargin * std::max(d.lock_ns * 1e-9, d.nic_rx_ns * 1e-9 / engaged_rx))
+        limits.push_back({"lock_wait", "NIC (PUs wait for the atomic lock)", s_per_op});
+    }
     limits.push_back({"link_tx", "link bw", d.link_tx_B / wire.BytesPerSec()});
     limits.push_back({"link_rx", "link bw", d.link_rx_B / wire.BytesPerSec()});
     double cores = e.cores ? std::min<double>(e.cores, prof.cpu.cores) : prof.cpu.cores;
@@ -108,6 +133,7 @@ Prediction Solve(const Demand& d, const Profile& prof, const WireParams& wire, c
   limits.push_back({"atomic_lock", prof.nic.host_engine ? "cache-line transfer" : "PCIe RTT", d.lock_ns * 1e-9});
   limits.push_back({"shared_counter", "CPU (shared counter)", d.serial_cpu_ns * 1e-9});
   if (e.outstanding > 0 && e.rtt_us > 0) limits.push_back({"window", "window/latency", e.rtt_us * 1e-6 / e.outstanding});
+  if (e.requesters_mops > 0) limits.push_back({"requesters", e.requesters_label, 1e-6 / e.requesters_mops});
 
   double worst = 0;
   for (const auto& l : limits) {
@@ -356,6 +382,23 @@ void Check(const Point& pt, const Profile& prof, const VerbSpec& v, int64_t size
                      std::to_string(WireFor(pt, prof).mtu_B) + " bytes)");
 }
 
+// Inbound WRs come from the client processes, each posting them through its own NIC (the
+// same hardware as the measured node): with few of them, their WQE and payload fetches bound
+// the rate the server sees (nosql Sec. 4.6: non-inline WRITEs' payload DMA reads at the
+// requester). Each process runs `threads` threads of `qp` QPs, as rdmalab-bench does. Like
+// Little's law, it holds where the point describes its clients (their count and `tx_depth`);
+// `window_bound` false takes enough of them, the papers' scale.
+void LimitByRequesters(const Point& pt, const WrShape& wr, const Profile& prof, const WireParams& wire, Engagement& e) {
+  if (!prof.Has(kRequesters) || prof.nic.host_engine || !pt.window_bound || pt.clients == 0 || pt.tx_depth == 0) return;
+  uint32_t threads = std::max<uint32_t>(pt.threads, 1);
+  Engagement own;
+  own.qps = threads * std::max<uint32_t>(pt.qp, 1);
+  own.cores = threads;
+  Prediction one = Solve(Outbound(wr, pt.post_list, pt.cq_mod, prof, wire), prof, wire, own);
+  e.requesters_mops = one.mops * pt.clients;
+  e.requesters_label = "requesters' " + one.bottleneck_label;
+}
+
 Prediction Tput(const Point& pt, const Profile& prof, const WireParams& wire) {
   WrShape wr = Shape(pt.verb, pt.size_B, pt.sge, pt.inline_recv);
   uint32_t peers = pt.clients ? pt.clients : 1;
@@ -375,6 +418,7 @@ Prediction Tput(const Point& pt, const Profile& prof, const WireParams& wire) {
     if (connected) d += QpCacheMisses(qps, prof, true, burst);
     if (pt.keyed && (wr.op == Opcode::kRead || wr.op == Opcode::kWrite))
       d += TranslationMisses(pt, wr.payload_B, prof, &translation_miss);
+    LimitByRequesters(pt, wr, prof, wire, e);
   } else {
     d = Outbound(wr, pt.post_list, pt.cq_mod, prof, wire);
     e.qps = e.qps_rx = pt.qp;

@@ -75,6 +75,10 @@ struct Engagement {
   // Host engine only: client threads each waiting for a server thread's answers (ECHO, the
   // sequencers, the key-value systems); 0 = streams that need no answer to go on.
   uint32_t round_trip_pairs = 0;
+  // Inbound: the rate the requesting peers can post all together (their own NIC, PCIe and
+  // cores), with what limits them; 0 = enough requesters (no limit).
+  double requesters_mops = 0;
+  std::string requesters_label;
 };
 
 Prediction Solve(const Demand& d, const Profile& prof, const WireParams& wire, const Engagement& e);

@@ -126,6 +126,8 @@ enum Mechanism : uint32_t {
   kBatching = 4,        // responses per doorbell from the requests a sweep finds (guide16 Sec. 4.2); off: full batches
   kPayloadFetch = 8,    // a non-inline WR's payload is DMA-read before sending (nosql Sec. 4.6)
   kTranslation = 16,    // the NIC's address-translation cache (nosql Sec. 4.4)
+  kRequesters = 32,     // an inbound rate is bounded by what its few requesters can post (nosql Sec. 4.6)
+  kLockWait = 64,       // a PU waiting for an atomic's lock serves no other verb (guide16 Sec. 3.4)
 };
 struct MechanismInfo {
   Mechanism bit;
@@ -138,6 +140,8 @@ inline constexpr MechanismInfo kMechanisms[] = {
     {kBatching, "batching", "sweeps finding fewer requests than a full batch"},
     {kPayloadFetch, "payload_fetch", "non-inline payload DMA-read before sending"},
     {kTranslation, "translation", "address-translation cache misses"},
+    {kRequesters, "requesters", "the requesting peers' own NICs and cores"},
+    {kLockWait, "lock_wait", "PUs stalled waiting for an atomic's lock"},
 };
 
 // One settable field: dotted path, how to read/write it as a double, and the valid range.

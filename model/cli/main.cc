@@ -107,7 +107,9 @@ Args Parse(int argc, char** argv) {
     for (auto& ch : name) if (ch == '-') ch = '_';
     if (eq == std::string::npos) {
       is_bool = IsSwitch(name);
-      if (is_bool) value = "true";
+      // a boolean takes an explicit true/false after it (--window_bound false), else means true
+      if (is_bool) value = i + 1 < argc && (std::string(argv[i + 1]) == "true" || std::string(argv[i + 1]) == "false")
+                               ? argv[++i] : "true";
       else if (i + 1 < argc) value = argv[++i];
       else throw rm::ModelError("flag --" + name + " needs a value");
     }

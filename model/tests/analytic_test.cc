@@ -45,8 +45,12 @@ TEST(Analytic, OneCounterSerializesAtomicsOnThePcieRoundTrip) {
   Prediction one = Eval({{"verb", "faa"}, {"counters", 1}}, "atomics");
   EXPECT_EQ(one.bottleneck_label, "PCIe RTT");
   EXPECT_NEAR(one.mops, 1e3 / Cib().nic.atomic_lock_hold_ns, 1e-6);
+  // 16 buckets: the lock (28 ns per atomic) and the PUs' own work (19 ns) are both busy, and
+  // PUs waiting for the lock serve nothing else (guide16 Sec. 3.4): a little below 16x
   Prediction sixteen = Eval({{"verb", "faa"}, {"counters", 16}}, "atomics");
-  EXPECT_NEAR(sixteen.mops, 16 * one.mops, 1e-6);
+  EXPECT_LT(sixteen.mops, 16 * one.mops);
+  EXPECT_GT(sixteen.mops, 0.9 * 16 * one.mops);
+  EXPECT_EQ(sixteen.bottleneck, "lock_wait");
   EXPECT_EQ(Eval({{"verb", "cas"}, {"counters", 65536}}, "atomics").bottleneck_label, "NIC");
 }
 

@@ -161,6 +161,13 @@ TEST(Cli, HumanPredictSweepExplainAndExperiments) {
   // A value's hyphens are its own (--name=value spelling), a name's are underscores.
   CliRun hyphenated = Cli("predict --profile=cib --mode=sequencer --design=spec-s0 --cq-mod=1");
   EXPECT_EQ(hyphenated.status, 0) << hyphenated.err;
+  // A boolean takes true/false after it as its value, not as a stray word (was: true, "false" dropped).
+  const std::string inbound = "predict --profile cx3-pcie2 --verb write --connection UC --direction inbound --size 32"
+                              " --tx_depth 16 --roles client=3";
+  CliRun unbounded = Cli(inbound + " --window_bound false"), spelled = Cli(inbound + " --window_bound=false");
+  EXPECT_EQ(unbounded.status, 0) << unbounded.err;
+  EXPECT_EQ(unbounded.out, spelled.out);
+  EXPECT_NE(Cli(inbound + " --window_bound true").out, unbounded.out);
   CliRun bad = Cli("predict --profile cib --szie 3");
   EXPECT_NE(bad.status, 0);
   EXPECT_NE(bad.err.find("unknown parameter 'szie'"), std::string::npos) << bad.err;

@@ -26,10 +26,12 @@ constexpr const char* kUsage = R"(usage: softnic COMMAND [OPTIONS]
 
   run [--fabric F] [--devices N] [--link ib|roce] [--device-nodes] [--netdevs] -- PROGRAM [ARGS...]
         run PROGRAM with softnic as its libibverbs (creates the fabric if needed);
-        --device-nodes (root): PROGRAM also sees /dev/infiniband/uverbsN, as UCX requires
-        --netdevs (root): PROGRAM runs in a network namespace of its own where device
+        --device-nodes: PROGRAM also sees /dev/infiniband/uverbsN, as UCX requires
+        --netdevs: PROGRAM runs in a network namespace of its own where device
         softnicN has interface snicN with its fabric address, linked from
         /sys/class/infiniband/softnicN/device/net (as rdma-core's tests look for it)
+        (both in private namespaces; a user other than root gets them in a user
+        namespace of its own, where the kernel allows unprivileged ones)
   fabric create [--fabric F] [--devices N] [--link ib|roce]
   fabric show   [--fabric F] [--json]      devices, addresses, processes, counters
   fabric rm     [--fabric F]
@@ -250,9 +252,9 @@ void ShowPrivateView(const FabricHeader& header, const std::string& fabric, bool
   const std::string flags = std::string(device_nodes ? " --device-nodes" : "") + (netdevs ? " --netdevs" : "");
   PrivateView view;
   std::string error;
-  if (!view.Begin(&error)) Fail("run" + flags + ": " + error + " (a private mount namespace needs root)");
+  if (!view.Begin(&error)) Fail("run" + flags + ": " + error);
   if (device_nodes && !ShowUverbsDeviceNodes(view, header.device_count, &error)) {
-    Fail("run --device-nodes: " + error + " (a private /dev with /dev/infiniband needs root)");
+    Fail("run --device-nodes: " + error);
   }
   if (netdevs) {
     std::vector<NetdevSpec> specs;
@@ -260,7 +262,7 @@ void ShowPrivateView(const FabricHeader& header, const std::string& fabric, bool
       specs.push_back({header.devices[d].name, NetdevName(d), DeviceIpv4(fabric, d)});
     }
     if (!ShowNetdevs(view, specs, &error)) {
-      Fail("run --netdevs: " + error + " (a network namespace with one interface per device needs root)");
+      Fail("run --netdevs: " + error);
     }
   }
   if (!view.End(&error)) Fail("run" + flags + ": " + error);

@@ -182,7 +182,7 @@ bool ShowSysfs(PrivateView& view, const std::vector<NetdevSpec>& specs, std::str
 std::string NetdevName(uint32_t device_index) { return "snic" + std::to_string(device_index); }
 
 bool ShowNetdevs(PrivateView& view, const std::vector<NetdevSpec>& specs, std::string* error) {
-  if (unshare(CLONE_NEWNET) != 0) return FailWithErrno(error, "unshare(CLONE_NEWNET) (needs root)");
+  if (unshare(CLONE_NEWNET) != 0) return FailWithErrno(error, "unshare(CLONE_NEWNET)");
   RouteSocket rtnl;
   if (!rtnl.Open(error)) return false;
   const int loopback = int(if_nametoindex("lo"));

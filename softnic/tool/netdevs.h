@@ -25,8 +25,8 @@ std::string NetdevName(uint32_t device_index);
 // Enters a new network namespace with `lo` up and one interface per spec, up and holding
 // its address (/24): one end of a veth pair whose other end, IF + "p", is up beside it, so
 // the interface has a carrier. Then shows /sys in `view` as this namespace's sysfs
-// plus class/infiniband/DEV/device/net/IF, a link to class/net/IF. Needs CAP_NET_ADMIN
-// and CAP_SYS_ADMIN (root); false with `error` set otherwise.
+// plus class/infiniband/DEV/device/net/IF, a link to class/net/IF. False with `error`
+// set on failure.
 bool ShowNetdevs(PrivateView& view, const std::vector<NetdevSpec>& specs, std::string* error);
 
 }  // namespace softnic

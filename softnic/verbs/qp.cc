@@ -390,6 +390,11 @@ int ibv_destroy_qp(ibv_qp* ibqp) {
   runtime->RemoveStalled(qp);
   if (ibqp->qp_type == IBV_QPT_UD) DetachAllOf(runtime->fabric(), qp->device_index, ibqp->qp_num);
   ChangeBetweenControlEpochs(*runtime->fabric(), [&] { qp->entry->qpn.store(0, std::memory_order_release); });
+  // As mlx5 cleans a destroyed QP's entries out of its CQs: a consumer that polls on after
+  // destroying a QP must not meet completions whose wr_id names what it freed with the QP
+  // (libfabric's rxm closes a connection's endpoint, then drains the shared CQ and reposted
+  // a receive through the freed endpoint).
+  PurgeCompletions(qp);
   runtime->local_qps[qp->device_index][qp->index] = nullptr;
   if (!qp->srq) RemoveObject(runtime->directory(), qp->recv_object.id);
   delete qp;

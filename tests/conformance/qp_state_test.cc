@@ -211,6 +211,27 @@ TEST_P(QpStateMachine, ResetPurgesUnpolledCompletions) {
   ConnectAndWrite();  // its WRITE's completion must be the first on the send CQ
 }
 
+// Destroying a QP discards its completions still in the CQs that outlive it (libmlx5 cleans
+// them out as it destroys the QP): a consumer that polls on must not meet a wr_id naming
+// what it freed with the QP (libfabric's rxm closes a connection's endpoint, then drains
+// the shared CQ).
+TEST_P(QpStateMachine, DestroyPurgesUnpolledCompletions) {
+  ConnectAndWrite();
+  ASSERT_EQ(PostRecv(pair_.a->qp(), {Sge(local_buf_, 1024, 64)}, 41), 0);
+  ibv_qp_attr attr{};
+  attr.qp_state = IBV_QPS_ERR;
+  ASSERT_EQ(Modify(attr, IBV_QP_STATE), 0);
+  ASSERT_EQ(PostSend(pair_.a->qp(), {.opcode = IBV_WR_RDMA_WRITE, .sges = {Sge(local_buf_, 0, 8)}, .wr_id = 42,
+                                     .remote_addr = remote_buf_.addr(), .rkey = remote_buf_.rkey()}),
+            0);
+  pair_.a->DestroyQp();
+  ibv_wc stale{};
+  EXPECT_TRUE(StaysEmpty(pair_.a->recv_cq(), kQuietTimeMs, &stale))
+      << "a receive completion of a destroyed QP: " << Describe(stale);
+  EXPECT_TRUE(StaysEmpty(pair_.a->send_cq(), kQuietTimeMs, &stale))
+      << "a send completion of a destroyed QP: " << Describe(stale);
+}
+
 TEST_P(QpStateMachine, QueryReportsConnectionAttributes) {
   ConnectAndWrite();
   ibv_qp_attr attr{};

@@ -23,10 +23,15 @@ constexpr uint32_t kBatchesInFlight = 2;
 // Writing stops after kWrites or this long, whichever comes first: what the test checks is
 // that no torn message is ever seen, not a rate (rxe under TCG emulation manages ~7k per s).
 constexpr std::chrono::milliseconds kWriteBudgetMs{45'000};
-// Writing goes on at least this long, so that a poller starved of CPU on a loaded machine
-// still gets scheduled while the writes happen.
+// Writing goes on at least this long, and (within the budget) until the poller says it has
+// seen kMinObservations messages: a poller starved of CPU on a loaded machine still gets
+// scheduled while the writes happen.
 constexpr std::chrono::milliseconds kMinWriteMs{1'500};
 constexpr uint64_t kMinObservations = 100;  // fewer means the poller never raced the writer
+// The poller sends one of these exactly once, before its report: kEnoughObservations as soon
+// as it has seen kMinObservations messages, kTooFewObservations at the end if it never did.
+constexpr uint64_t kTooFewObservations = 0;
+constexpr uint64_t kEnoughObservations = 1;
 static_assert(kWrites % kBatch == 0);
 
 struct PollerReport {
@@ -74,7 +79,9 @@ CONFORMANCE_HELPER(visibility_poller) {
   for (uint64_t spin = 0;; ++spin) {
     const uint64_t seq = std::atomic_ref<uint64_t>(words[kWords - 1]).load(std::memory_order_acquire);
     if (seq != last_seen) {
-      ++report.observations;
+      if (++report.observations == kMinObservations && !channel.SendValue(kEnoughObservations)) {
+        return HelperFail("telling the writer it has seen enough");
+      }
       last_seen = seq;
       for (size_t i = 0; i + 1 < kWords; ++i) {
         const uint64_t value = std::atomic_ref<uint64_t>(words[i]).load(std::memory_order_acquire);
@@ -99,6 +106,9 @@ CONFORMANCE_HELPER(visibility_poller) {
     }
   }
   report.final_value = std::atomic_ref<uint64_t>(words[kWords - 1]).load(std::memory_order_acquire);
+  if (report.observations < kMinObservations && !channel.SendValue(kTooFewObservations)) {
+    return HelperFail("telling the writer it saw too few");
+  }
   if (!channel.SendValue(report)) return HelperFail("sending the report");
   return 0;
 }
@@ -119,9 +129,18 @@ TEST_P(WriteVisibility, PollerNeverSeesTornMessage) {
   std::vector<ibv_send_wr> wrs(kBatch);
   const auto start = Clock::now();
   uint64_t seq = 0;
-  for (uint64_t batch = 0; (batch < kWrites / kBatch && Clock::now() - start < kWriteBudgetMs) ||
-                          Clock::now() - start < kMinWriteMs;
-       ++batch) {
+  bool poller_said_enough = false;
+  auto keep_writing = [&](uint64_t batch) {
+    const auto elapsed = Clock::now() - start;
+    if (elapsed < kMinWriteMs) return true;
+    if (elapsed >= kWriteBudgetMs) return false;
+    if (!poller_said_enough && poller->channel().Readable()) {
+      uint64_t message = kTooFewObservations;
+      poller_said_enough = poller->channel().RecvValue(&message, kHandshakeTimeoutMs) && message == kEnoughObservations;
+    }
+    return batch < kWrites / kBatch || !poller_said_enough;
+  };
+  for (uint64_t batch = 0; keep_writing(batch); ++batch) {
     // Slots of batch b are reused by batch b + 2; batch b completed before b + 2 is built.
     uint8_t* slots = side.buffer.data() + (batch % kBatchesInFlight) * kBatch * kMessageBytes;
     for (uint32_t i = 0; i < kBatch; ++i) {
@@ -155,6 +174,10 @@ TEST_P(WriteVisibility, PollerNeverSeesTornMessage) {
   }
   const double seconds = std::chrono::duration<double>(Clock::now() - start).count();
   ASSERT_TRUE(poller->channel().SendValue(seq));
+  uint64_t message = kEnoughObservations;
+  if (!poller_said_enough) {
+    ASSERT_TRUE(poller->channel().RecvValue(&message, kHandshakeTimeoutMs)) << "the poller sent no observation count";
+  }
   PollerReport report{};
   ASSERT_TRUE(poller->channel().RecvValue(&report, kHandshakeTimeoutMs)) << "the poller sent no report";
   ASSERT_NO_FATAL_FAILURE(ExpectCleanExit(*poller));

@@ -6,8 +6,8 @@ with the program.
 a carrier) holding the device's fabric address (`softnic fabric show --json`), linked from
 /sys/class/infiniband/softnicN/device/net/ as rdma-core's tests look for it; the program can
 bind and connect sockets on it. Afterwards no snic* interface is in the root namespace and
-nothing is left in /tmp, which the program saw as the host's. Both flags need root (a
-private mount namespace); the tests skip without it.
+nothing is left in /tmp, which the program saw as the host's. Each test runs as root and as
+a normal user (run_as.py), who gets the namespaces inside a user namespace of its own.
 
 Configuration (set by tests/integration/CMakeLists.txt; defaults for a ./build tree):
   SOFTNIC_CLI, RDMALAB_PEERS_DIR (pairrun.py)
@@ -28,13 +28,11 @@ REPO = Path(__file__).resolve().parents[2]
 CLI = Path(os.environ.get("SOFTNIC_CLI", REPO / "build/bin/softnic"))
 sys.path.insert(0, os.environ.get("RDMALAB_PEERS_DIR", str(REPO / "benchmarks/peers")))
 import pairrun  # noqa: E402
+import run_as  # noqa: E402
 
 TIMEOUT_S = 30.0
 DEVICES = 3
 _fabric_ids = itertools.count()
-
-pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="softnic run --netdevs/--device-nodes need root "
-                                "(private mount and network namespaces)")
 
 # Run inside `softnic run --netdevs`: what the program sees, as JSON.
 _PROBE = r"""
@@ -56,8 +54,22 @@ print(json.dumps(seen))
 """
 
 
-def _fabric_addresses(fabric: str) -> list[str]:
-    r = pairrun.run_one([str(CLI), "fabric", "show", "--fabric", fabric, "--json"], os.environ, TIMEOUT_S)
+class Fabric:
+    """A fabric made for one test, and the user whose programs use it."""
+
+    def __init__(self, name: str, user: str):
+        self.name = name
+        self.user = user
+
+    def run(self, *options_and_program: str, timeout_s: float = TIMEOUT_S) -> pairrun.ProcResult:
+        """`softnic run --fabric NAME OPTIONS... -- PROGRAM...` as the fabric's user."""
+        return pairrun.run_one(run_as.argv(self.user, [str(CLI), "run", "--fabric", self.name, *options_and_program]),
+                               os.environ, timeout_s)
+
+
+def _fabric_addresses(fabric: Fabric) -> list[str]:
+    r = pairrun.run_one(run_as.argv(fabric.user, [str(CLI), "fabric", "show", "--fabric", fabric.name, "--json"]),
+                        os.environ, TIMEOUT_S)
     assert r.returncode == 0, r.output
     return [d["ipv4"] for d in json.loads(r.output)["devices"]]
 
@@ -72,14 +84,18 @@ def _tmp_softnic_entries() -> set[str]:
     return {p.name for p in Path("/tmp").iterdir() if p.name.startswith("softnic")}
 
 
-@pytest.fixture
-def fabric():
+@pytest.fixture(params=run_as.USERS)
+def fabric(request):
+    user = request.param
+    reason = run_as.unavailable(user, [CLI, CLI.parent.parent / "lib/softnic/libibverbs.so.1"])
+    if reason:
+        pytest.skip(reason)
     name = f"views-{os.getpid()}-{next(_fabric_ids)}"
-    r = pairrun.run_one([str(CLI), "fabric", "create", "--fabric", name, "--devices", str(DEVICES), "--link", "roce"],
-                        os.environ, TIMEOUT_S)
+    r = pairrun.run_one(run_as.argv(user, [str(CLI), "fabric", "create", "--fabric", name, "--devices", str(DEVICES),
+                                           "--link", "roce"]), os.environ, TIMEOUT_S)
     assert r.returncode == 0, r.output
-    yield name
-    pairrun.run_one([str(CLI), "fabric", "rm", "--fabric", name], os.environ, TIMEOUT_S)
+    yield Fabric(name, user)
+    pairrun.run_one(run_as.argv(user, [str(CLI), "fabric", "rm", "--fabric", name]), os.environ, TIMEOUT_S)
 
 
 def test_netdevs_carry_the_fabric_addresses(fabric):
@@ -87,9 +103,9 @@ def test_netdevs_carry_the_fabric_addresses(fabric):
     interfaces_before = _root_interfaces()
     tmp_before = _tmp_softnic_entries()
     with tempfile.TemporaryDirectory(prefix="views-probe-") as scratch:
+        os.chmod(scratch, 0o1777)  # the program may run as another user
         witness = Path(scratch) / "witness"
-        r = pairrun.run_one([str(CLI), "run", "--fabric", fabric, "--netdevs", "--",
-                             sys.executable, "-c", _PROBE, addresses[1], str(witness)], os.environ, TIMEOUT_S)
+        r = fabric.run("--netdevs", "--", sys.executable, "-c", _PROBE, addresses[1], str(witness))
         assert r.returncode == 0, r.output
         # /tmp in the program was the host's: its file is here.
         assert witness.read_text() == "written by the program"
@@ -111,9 +127,8 @@ def test_netdevs_carry_the_fabric_addresses(fabric):
 
 def test_netdevs_are_private(fabric):
     """The interfaces exist for the program and nowhere else, even while it runs."""
-    r = pairrun.run_one([str(CLI), "run", "--fabric", fabric, "--netdevs", "--", "sh", "-c",
-                         "ip -br link show snic0 && ls /sys/class/infiniband && "
-                         "ip -br link show | wc -l"], os.environ, TIMEOUT_S)
+    r = fabric.run("--netdevs", "--", "sh", "-c",
+                   "ip -br link show snic0 && ls /sys/class/infiniband && ip -br link show | wc -l")
     assert r.returncode == 0, r.output
     assert r.output.split()[-1] == str(1 + 2 * DEVICES), r.output  # lo, and each device's veth pair
     assert not any(n.startswith("snic") for n in _root_interfaces())
@@ -126,9 +141,8 @@ def test_device_nodes_leave_nothing_in_tmp(fabric):
     if leftover.is_dir() and not any(leftover.iterdir()):
         leftover.rmdir()  # left by an older softnic
     before = _tmp_softnic_entries()
-    r = pairrun.run_one([str(CLI), "run", "--fabric", fabric, "--device-nodes", "--netdevs", "--",
-                         "stat", "-c", "%F", "/dev/infiniband/uverbs2", "/sys/class/infiniband/softnic2/device/net/snic2"],
-                        os.environ, TIMEOUT_S)
+    r = fabric.run("--device-nodes", "--netdevs", "--",
+                   "stat", "-c", "%F", "/dev/infiniband/uverbs2", "/sys/class/infiniband/softnic2/device/net/snic2")
     assert r.returncode == 0, r.output
     assert r.output.split("\n")[:2] == ["character special file", "symbolic link"], r.output
     assert _tmp_softnic_entries() <= before

@@ -7,6 +7,7 @@ if str(kRoot) not in sys.path:
     sys.path.insert(0, str(kRoot))
 
 import atexit
+import json
 import os
 import shutil
 import signal
@@ -85,8 +86,13 @@ def assert_no_orphans(pid_dir):
     assert not alive, f"orphan processes left behind: {alive}"
 
 
-def softnic_fabrics(run_tag=""):
-    return [n for n in os.listdir("/dev/shm") if n.startswith(f"softnic-{os.getuid()}-rdl-{run_tag}")]
+def softnic_fabrics_left_by(out):
+    """The softnic fabrics still present of the runs that stored points under `out` (named
+    rdl-RUN_ID-...): other runs on the machine, such as a second test session, are not counted."""
+    run_ids = {json.loads(p.read_text())["provenance"]["run_id"] for p in pathlib.Path(out).glob("**/points/*.json")}
+    prefixes = tuple(f"softnic-{os.getuid()}-rdl-{run_id}-" for run_id in run_ids)
+    assert run_ids, f"no stored point under {out} names its run"
+    return [n for n in os.listdir("/dev/shm") if n.startswith(prefixes)]
 
 
 @pytest.fixture

@@ -5,7 +5,7 @@ import signal
 import subprocess
 import time
 
-from conftest import assert_no_orphans, kRunAll, run_all, softnic_fabrics, write_experiment
+from conftest import assert_no_orphans, kRunAll, run_all, softnic_fabrics_left_by, write_experiment
 
 
 def stored(out, exp_id, backend="softnic"):
@@ -42,7 +42,7 @@ def test_role_killed_mid_point_other_points_run(tmp_path, exp_dir):
     # Finished results are intact and complete.
     assert recs[0]["roles"][1]["document"]["results"][0]["size_bytes"] == 8
     assert_no_orphans(pids)
-    assert softnic_fabrics() == []
+    assert softnic_fabrics_left_by(out) == []
 
 
 def test_hung_role_is_stopped_at_the_deadline_with_its_children(tmp_path, exp_dir):
@@ -122,7 +122,7 @@ def test_interrupt_then_resume_runs_only_missing_points(tmp_path, exp_dir):
     assert proc.returncode == 130, err
     assert "interrupted" in err
     assert_no_orphans(pids)
-    assert softnic_fabrics() == []
+    assert softnic_fabrics_left_by(out) == []
     done = {p.name: p.read_text() for p in points.glob("*.json")}
     assert 2 <= len(done) < 6
     assert all(json.loads(t)["status"] == "ok" for t in done.values())

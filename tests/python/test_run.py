@@ -9,8 +9,8 @@ import time
 
 import pytest
 
-from conftest import (assert_no_orphans, described_bin_dir, kDescribeFixtures, kRoot, run_all, softnic_fabrics,
-                      write_experiment)
+from conftest import (assert_no_orphans, described_bin_dir, kDescribeFixtures, kRoot, run_all,
+                      softnic_fabrics_left_by, write_experiment)
 
 kTwoRoles = """
     title: two roles, three sizes, two repeats
@@ -72,7 +72,7 @@ def test_local_run_stores_points_index_csv_and_report(tmp_path, exp_dir):
     assert (out / "report" / "figures" / "softnic--two.svg").read_text().startswith("<?xml")
     assert (out / "report" / "figures" / "softnic--two.png").read_bytes()[:4] == b"\x89PNG"
     assert_no_orphans(pids)
-    assert softnic_fabrics() == []
+    assert softnic_fabrics_left_by(out) == []
     # `report` redraws from the store alone.
     shutil.rmtree(out / "report")
     run_all("report", "--out", out, check=0)
@@ -180,4 +180,4 @@ def test_smoke_suite_end_to_end_under_3_minutes(tmp_path):
     assert elapsed < 180
     assert len({x["experiment"]["id"] for x in recs}) == 7
     assert len(list((out / "report" / "figures").glob("*.png"))) == 7
-    assert softnic_fabrics() == []
+    assert softnic_fabrics_left_by(out) == []

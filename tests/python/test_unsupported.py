@@ -8,7 +8,7 @@ import re
 
 import pytest
 
-from conftest import kRoot, run_all, softnic_fabrics, write_experiment
+from conftest import kRoot, run_all, softnic_fabrics_left_by, write_experiment
 from harness.store import Store
 from plots.figures import Figure, Table
 
@@ -98,7 +98,7 @@ def test_far_numa_on_a_one_node_host_is_unsupported_not_failed(tmp_path, exp_dir
     run_all(exp, "--out", out, "--resume", "--no-report", check=0)
     assert (out / "softnic" / "numa" / "points" / f"{far['point']['id']}.json").read_text() == before
     assert not (out / "softnic" / "numa" / "superseded").exists()
-    assert softnic_fabrics() == []
+    assert softnic_fabrics_left_by(out) == []
 
 
 def test_unsupported_and_failed_points_side_by_side(tmp_path, exp_dir):
