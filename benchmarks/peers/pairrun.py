@@ -1,8 +1,9 @@
 """Run a server/client pair of third-party tools (perftest, ibv_*_pingpong, ucx_perftest)
 that do their own TCP handshake on 127.0.0.1.
 
-The client starts only once the server listens on its port (seen in /proc/net/tcp*),
-never after a fixed sleep. Each process runs in its own process group; on timeout or
+The client starts only once the server listens on its port (seen in the server's
+/proc/PID/net/tcp*, which is also right for a server in a network namespace of its own, as
+under `softnic run --netdevs`), never after a fixed sleep. Each process runs in its own process group; on timeout or
 error both groups are killed. Used by compare_ucx.py and tests/integration.
 """
 
@@ -56,25 +57,27 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def _listening_ports() -> set[int]:
+def _listening_ports(pid: int) -> set[int]:
+    """The ports listened on in the network namespace of process `pid`."""
     ports = set()
-    for path in ("/proc/net/tcp", "/proc/net/tcp6"):
+    for table in ("tcp", "tcp6"):
         try:
-            with open(path) as f:
+            with open(f"/proc/{pid}/net/{table}") as f:
                 next(f)
                 for line in f:
                     fields = line.split()
                     if len(fields) > 3 and fields[3] == _TCP_LISTEN:
                         ports.add(int(fields[1].rsplit(":", 1)[1], 16))
-        except FileNotFoundError:
+        except OSError:  # no IPv6, or the process has exited
             continue
     return ports
 
 
 def wait_listening(port: int, proc: subprocess.Popen, deadline: float) -> bool:
-    """True once something listens on `port`; False if `proc` exits or the deadline passes."""
+    """True once something listens on `port` where `proc` runs; False if `proc` exits or
+    the deadline passes."""
     while time.monotonic() < deadline:
-        if port in _listening_ports():
+        if port in _listening_ports(proc.pid):
             return True
         if proc.poll() is not None:
             return False

@@ -13,7 +13,7 @@
 namespace softnic {
 
 constexpr uint32_t kFabricMagic = 0x534e4943;  // "SNIC"
-constexpr uint32_t kFabricLayoutVersion = 11;  // bump with every change to this file's shared structs
+constexpr uint32_t kFabricLayoutVersion = 12;  // bump with every change to this file's shared structs
 constexpr uint32_t kMaxDevices = 16;
 constexpr uint32_t kDefaultDevices = 2;
 constexpr uint32_t kMaxProcesses = 128;
@@ -27,6 +27,7 @@ constexpr size_t kCacheLineBytes = 64;
 constexpr uint32_t kQpnMask = 0xffffff;  // QPNs are 24-bit on the wire
 constexpr uint32_t kEntryReserved = 0xffffffffu;  // a table entry being filled in
 constexpr uint32_t kMaxMulticastAttachments = 1024;  // (group, QP) pairs in a fabric
+constexpr uint32_t kMaxSharedXrcds = 256;  // XRC domains opened through a file, in a fabric
 static_assert(kQpIndexBits < 24, "QPN = random high bits | table index, within 24 bits");
 
 enum class LinkLayer : uint8_t { kInfiniBand = 1, kEthernet = 2 };
@@ -150,10 +151,15 @@ struct ObjectRef {
   uint64_t bytes = 0;
 };
 
+// An XRC SRQ takes a QP table entry too, of this type (no ibv_qp_type has it): an XRC
+// sender names it by number (ibv_get_srq_num) as any sender names a QP, so it finds the
+// ring, CQ and PD there the same way. Its state is RTS while it exists.
+constexpr uint32_t kXrcSrqEntryType = 0x100;
+
 struct QpEntry {
   std::atomic<uint32_t> qpn{0};  // 0 = free, kEntryReserved = being filled; published last
   std::atomic<uint32_t> state{0};  // enum ibv_qp_state
-  uint32_t type = 0;               // enum ibv_qp_type
+  uint32_t type = 0;               // enum ibv_qp_type, or kXrcSrqEntryType
   uint32_t owner_slot = 0;
   uint32_t owner_incarnation = 0;
   uint32_t pd_id = 0;
@@ -164,7 +170,11 @@ struct QpEntry {
   std::atomic<uint32_t> min_rnr_timer{0};
   uint32_t recv_sge_capacity = 0;
   uint32_t uses_srq = 0;
-  ObjectRef recv_queue;  // the QP's receive ring, or its SRQ's
+  // XRC receive QPs and XRC SRQs: the XRC domain (XrcdEntry ids and those of domains
+  // opened without a file share one space); a message reaches an SRQ only through a
+  // receive QP of its domain. 0 for every other entry.
+  uint32_t xrcd_id = 0;
+  ObjectRef recv_queue;  // the QP's receive ring, or its SRQ's (none on an XRC receive QP)
   ObjectRef recv_cq;
 };
 
@@ -239,6 +249,29 @@ struct MulticastAttachment {
   uint8_t mgid[16] = {};
 };
 
+// An XRC domain opened through a file (ibv_open_xrcd with an fd): every process that
+// opens the same file on the same device gets the same domain, as the kernel keys XRC
+// domains by inode. Taken and released under `admin`; `holders` has a bit per process
+// slot that has it open, and the entry is free again once none has (a dead process's bit
+// is cleared when its slot is reclaimed).
+struct XrcdEntry {
+  uint32_t id = 0;  // 0 = free
+  uint32_t device = 0;
+  uint64_t file_device = 0;
+  uint64_t file_inode = 0;
+  uint64_t holders[kMaxProcesses / 64] = {};
+
+  void Hold(uint32_t slot) { holders[slot / 64] |= uint64_t{1} << (slot % 64); }
+  // The process in `slot` holds it no more; the last holder frees the entry.
+  void Release(uint32_t slot) {
+    holders[slot / 64] &= ~(uint64_t{1} << (slot % 64));
+    bool held = false;
+    for (uint64_t word : holders) held |= word != 0;
+    if (!held) id = 0;
+  }
+};
+static_assert(kMaxProcesses % 64 == 0);
+
 struct FabricHeader {
   std::atomic<uint32_t> magic{0};  // set last by the creator
   uint32_t layout_version = 0;
@@ -248,6 +281,7 @@ struct FabricHeader {
   std::atomic<uint32_t> faults_active{0};  // any device has a fault set: the engine's one check
   std::atomic<uint32_t> next_incarnation{0};
   std::atomic<uint32_t> next_pd_id{0};
+  std::atomic<uint32_t> next_xrcd_id{0};
   pthread_mutex_t admin;  // robust; serializes slot reclaim and table allocation (cold)
   // Advanced before and after every change to a QP entry's state, number or flags, to an
   // MR entry, or to the fault settings (AdvanceControlEpoch): a cache of a post's checks
@@ -260,6 +294,7 @@ struct FabricHeader {
   // `multicast_in_use` (never lowered: it bounds the scan, entries below it may be free).
   std::atomic<uint32_t> multicast_in_use{0};
   MulticastAttachment multicast[kMaxMulticastAttachments];
+  XrcdEntry xrcds[kMaxSharedXrcds];  // under admin
 };
 
 // Kills every cached set of checks that a change may void, in every process; the

@@ -19,6 +19,13 @@ void LockRobust(pthread_mutex_t* mutex) {
   if (pthread_mutex_lock(mutex) == EOWNERDEAD) pthread_mutex_consistent(mutex);
 }
 
+// The dead process in `slot` no longer holds any XRC domain it opened through a file.
+void ReleaseXrcdsOf(FabricHeader& header, uint32_t slot) {
+  for (XrcdEntry& xrcd : header.xrcds) {
+    if (xrcd.id != 0) xrcd.Release(slot);
+  }
+}
+
 // Frees everything the dead (slot, incarnation) left in the tables. Caller holds admin.
 void Reclaim(Fabric* fabric, uint32_t slot, uint32_t incarnation) {
   FabricHeader* header = fabric->header();
@@ -52,6 +59,7 @@ void Reclaim(Fabric* fabric, uint32_t slot, uint32_t incarnation) {
       counters.next_victim = 0;
     }
   }
+  ReleaseXrcdsOf(*header, slot);
   RemoveObjectsOf(fabric->directory(), slot, incarnation);
 }
 

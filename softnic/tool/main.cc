@@ -18,6 +18,7 @@
 #include "softnic/tool/device_nodes.h"
 #include "softnic/tool/netdevs.h"
 #include "softnic/tool/private_view.h"
+#include "softnic/tool/shared_view.h"
 
 namespace softnic {
 namespace {
@@ -31,9 +32,12 @@ constexpr const char* kUsage = R"(usage: softnic COMMAND [OPTIONS]
         softnicN has interface snicN with its fabric address, linked from
         /sys/class/infiniband/softnicN/device/net (as rdma-core's tests look for it)
         (both in private namespaces; a user other than root gets them in a user
-        namespace of its own, where the kernel allows unprivileged ones)
+        namespace of its own, where the kernel allows unprivileged ones); every run
+        of a fabric shares one view, built by the first and joined while any of its
+        programs runs (so they meet over loopback TCP); it holds what its first run
+        asked for
   fabric create [--fabric F] [--devices N] [--link ib|roce]
-  fabric show   [--fabric F] [--json]      devices, addresses, processes, counters
+  fabric show   [--fabric F] [--json]      devices, addresses, processes, view, counters
   fabric rm     [--fabric F]
   faults set    [--fabric F] [--device softnicN] [--drop P] [--delay-us U] [--down|--up]
         P is a probability in [0, 1] for UC/UD messages; without --device: every device
@@ -172,7 +176,8 @@ nlohmann::json DeviceJson(const Fabric& fabric, uint32_t d) {
   // are gone for every peer already, so they are not counted.
   uint32_t qps = 0, mrs = 0;
   for (const QpEntry& qp : device.qps) {
-    qps += qp.qpn.load() != 0 && ProcessAlive(header, qp.owner_slot, qp.owner_incarnation);
+    qps += qp.qpn.load() != 0 && qp.type != kXrcSrqEntryType &&  // an XRC SRQ is no QP
+           ProcessAlive(header, qp.owner_slot, qp.owner_incarnation);
   }
   for (const MrEntry& mr : device.mrs) {
     mrs += mr.key.load() != 0 && ProcessAlive(header, mr.owner_slot, mr.owner_incarnation);
@@ -186,6 +191,17 @@ nlohmann::json DeviceJson(const Fabric& fabric, uint32_t d) {
   return json;
 }
 
+// The namespaces `softnic run --device-nodes/--netdevs` of this fabric share, if any
+// process of theirs runs: null otherwise.
+nlohmann::json ViewJson(const Fabric& fabric) {
+  FabricViewRecord record;
+  std::string error;
+  if (!record.Lock(fabric.directory(), false, &error)) Fail(error);
+  const ViewState view = record.Read();
+  if (!view.exists) return nullptr;
+  return {{"device_nodes", view.contents.device_nodes}, {"netdevs", view.contents.netdevs}, {"members", view.members}};
+}
+
 nlohmann::json FabricJson(const Fabric& fabric, int32_t only_device) {
   const FabricHeader& header = *fabric.header();
   nlohmann::json json;
@@ -197,6 +213,7 @@ nlohmann::json FabricJson(const Fabric& fabric, int32_t only_device) {
   for (uint32_t d = 0; d < header.device_count; ++d) {
     if (only_device < 0 || only_device == int32_t(d)) json["devices"].push_back(DeviceJson(fabric, d));
   }
+  json["view"] = ViewJson(fabric);
   json["processes"] = nlohmann::json::array();
   for (uint32_t s = 0; s < kMaxProcesses; ++s) {
     const ProcessSlot& slot = header.processes[s];
@@ -213,6 +230,12 @@ void PrintHuman(const nlohmann::json& json, bool counters_only) {
     std::printf("fabric %s (%s link, %s)\n", json["fabric"].get<std::string>().c_str(),
                 json["link_layer"].get<std::string>().c_str(), json["directory"].get<std::string>().c_str());
     std::printf("processes attached: %zu\n", json["processes"].size());
+    if (const auto& view = json["view"]; !view.is_null()) {
+      const ViewContents contents{view["device_nodes"].get<bool>(), view["netdevs"].get<bool>()};
+      std::printf("view of softnic run:%s, members:", ViewFlags(contents).c_str());
+      for (const auto& pid : view["members"]) std::printf(" %d", pid.get<int>());
+      std::printf("\n");
+    }
   }
   for (const auto& device : json["devices"]) {
     std::printf("%s", device["name"].get<std::string>().c_str());
@@ -246,17 +269,17 @@ std::string LibraryDirectory() {
   return dir + "/../lib/softnic";
 }
 
-// What --device-nodes and --netdevs show the program, in namespaces that end with it.
-void ShowPrivateView(const FabricHeader& header, const std::string& fabric, bool device_nodes, bool netdevs) {
-  if (!device_nodes && !netdevs) return;
-  const std::string flags = std::string(device_nodes ? " --device-nodes" : "") + (netdevs ? " --netdevs" : "");
+// Builds what --device-nodes and --netdevs show the program, in namespaces that end with
+// the last process in them.
+void BuildPrivateView(const FabricHeader& header, const std::string& fabric, const ViewContents& contents) {
+  const std::string flags = ViewFlags(contents);
   PrivateView view;
   std::string error;
   if (!view.Begin(&error)) Fail("run" + flags + ": " + error);
-  if (device_nodes && !ShowUverbsDeviceNodes(view, header.device_count, &error)) {
+  if (contents.device_nodes && !ShowUverbsDeviceNodes(view, header.device_count, &error)) {
     Fail("run --device-nodes: " + error);
   }
-  if (netdevs) {
+  if (contents.netdevs) {
     std::vector<NetdevSpec> specs;
     for (uint32_t d = 0; d < header.device_count; ++d) {
       specs.push_back({header.devices[d].name, NetdevName(d), DeviceIpv4(fabric, d)});
@@ -266,6 +289,19 @@ void ShowPrivateView(const FabricHeader& header, const std::string& fabric, bool
     }
   }
   if (!view.End(&error)) Fail("run" + flags + ": " + error);
+}
+
+// Puts this process in the fabric's view (shared_view.h): the one its runs still hold, or
+// a new one. The record's lock is held until the program is executed.
+void EnterFabricView(const Fabric& fabric, const ViewContents& wanted, FabricViewRecord* record) {
+  if (!wanted.device_nodes && !wanted.netdevs) return;
+  std::string error;
+  bool joined = false;
+  if (!record->Lock(fabric.directory(), true, &error) || !record->Join(wanted, &joined, &error)) {
+    Fail("run" + ViewFlags(wanted) + ": " + error);
+  }
+  if (!joined) BuildPrivateView(*fabric.header(), fabric.name(), wanted);
+  if (!record->AddSelf(wanted, &error)) Fail("run" + ViewFlags(wanted) + ": " + error);
 }
 
 int Run(int argc, char** argv) {
@@ -293,7 +329,8 @@ int Run(int argc, char** argv) {
   setenv("SOFTNIC_FABRIC", fabric_options.name.c_str(), 1);
   setenv("SOFTNIC_DEVICES", std::to_string(header.device_count).c_str(), 1);
   setenv("SOFTNIC_LINK", LinkLayerName(header.link_layer), 1);
-  ShowPrivateView(header, fabric_options.name, Has(options, "--device-nodes"), Has(options, "--netdevs"));
+  FabricViewRecord view_record;
+  EnterFabricView(fabric, {Has(options, "--device-nodes"), Has(options, "--netdevs")}, &view_record);
   std::vector<char*> args;
   for (std::string& arg : options.rest) args.push_back(arg.data());
   args.push_back(nullptr);

@@ -330,6 +330,7 @@ bool FinishPushCqe(bool pushed, Ring& ring, bool failed, uint32_t device, bool s
 
 void PurgeCompletions(SoftQp* qp) {
   for (SoftCq* cq : {qp->send_cq, qp->recv_cq}) {
+    if (cq == nullptr) continue;  // XRC QPs lack one or both
     std::lock_guard<std::mutex> lock(cq->purge_mutex);
     uint64_t end = cq->ring.header()->enqueue_pos.load(std::memory_order_acquire);
     std::erase_if(cq->purges, [&](const CqPurge& purge) { return purge.qpn == qp->ex.qp_base.qp_num; });

@@ -133,6 +133,7 @@ void InstallContextOps(SoftContext* context) {
   InstallQpOps(ops, &vctx);
   InstallRecvOps(ops, &vctx);
   InstallSendOps(ops, &vctx);
+  InstallXrcOps(&vctx);
 }
 
 }  // namespace softnic
@@ -244,7 +245,7 @@ int ibv_query_device(ibv_context* context, ibv_device_attr* attr) {
   attr->max_qp = kMaxQpsPerDevice;
   attr->max_qp_wr = static_cast<int>(limits.max_qp_wr);
   attr->device_cap_flags = IBV_DEVICE_RC_RNR_NAK_GEN | IBV_DEVICE_PORT_ACTIVE_EVENT |
-                           IBV_DEVICE_SRQ_RESIZE | IBV_DEVICE_N_NOTIFY_CQ;
+                           IBV_DEVICE_SRQ_RESIZE | IBV_DEVICE_N_NOTIFY_CQ | IBV_DEVICE_XRC;
   attr->max_sge = static_cast<int>(limits.max_sge);
   attr->max_sge_rd = static_cast<int>(limits.max_sge);
   attr->max_cq = 1 << 16;

@@ -154,6 +154,12 @@ void Finish(SoftQp* qp, const WorkRequest& wr, uint32_t slot, const Outcome& out
 Destination* ResolveDestination(Runtime* runtime, SoftQp* qp, const WorkRequest& wr);
 // The same for the UD QP `qpn` on `device` (a member of a multicast group).
 Destination* ResolveUdDestination(Runtime* runtime, SoftQp* qp, uint32_t device, uint32_t qpn);
+// The same for the XRC SRQ `srqn` on `device` (the device of the XRC receive QP).
+Destination* ResolveXrcSrq(Runtime* runtime, SoftQp* qp, uint32_t device, uint32_t srqn);
+
+// Transports whose requester retries (RNR, an unreachable responder) and whose errors end
+// the QP: RC and XRC.
+inline bool IsReliable(ibv_qp_type type) { return type == IBV_QPT_RC || type == IBV_QPT_XRC_SEND; }
 uint32_t EffectiveQkey(const SoftQp* qp, const WorkRequest& wr);
 
 void ApplyFaultDelay(const DeviceEntry& local, const DeviceEntry& remote);

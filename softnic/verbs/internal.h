@@ -143,6 +143,15 @@ struct SoftCq {
   std::vector<CqPurge> purges;
 };
 
+// An XRC domain (xrc.cc): `id` is what QP and SRQ entries name; `shared` the XrcdEntry of
+// a domain opened through a file, -1 for one opened without.
+struct SoftXrcd {
+  ibv_xrcd xrcd;
+  uint32_t id;
+  int32_t shared;
+  std::atomic<uint32_t> users{0};  // SRQs and XRC receive QPs of this process in it
+};
+
 struct SoftSrq {
   ibv_srq srq;
   SoftContext* context;
@@ -150,6 +159,10 @@ struct SoftSrq {
   ObjectRef object;
   uint32_t max_sge;
   uint32_t max_wr;
+  // XRC SRQs: their domain and their number, the QP table entry senders find them by.
+  SoftXrcd* xrcd;
+  uint32_t srqn;
+  QpEntry* entry;
 };
 
 struct SoftAh {
@@ -240,6 +253,7 @@ struct WorkRequest {
   SoftAh* ah;
   uint32_t remote_qpn;
   uint32_t remote_qkey;
+  uint32_t remote_srqn;  // XRC: the SRQ at the responder that takes a SEND's RECV
   uint64_t total_bytes;  // filled in by validation
 };
 
@@ -288,6 +302,11 @@ struct SoftQp {
   int32_t dest_device;     // connected QPs: the device attr.ah_attr names, -1 if none
   Destination connected;   // connected QPs: resolved on first use, refreshed if the peer goes
   Destination ud_cache[kUdDestinationCacheEntries];
+  // XRC send QPs: the receive QP they are connected to (no rings: it has none), and the
+  // SRQ the last message went to. `connected` stays empty, so no fast path takes them.
+  Destination xrc_target;
+  Destination xrc_srq;
+  SoftXrcd* xrcd;  // XRC receive QPs: their domain
   KeyTranslation remote_key;  // fast path: the last rkey written to
   KeyTranslation local_key;   // fast path: the last lkey read from
   QpShapeCursors shape_cursors;  // where this QP last counted each kind of message shape
@@ -454,6 +473,7 @@ inline SoftCq* ToSoft(ibv_cq_ex* c) { return reinterpret_cast<SoftCq*>(c); }
 inline SoftQp* ToSoft(ibv_qp* q) { return reinterpret_cast<SoftQp*>(q); }
 inline SoftQp* ToSoft(ibv_qp_ex* q) { return reinterpret_cast<SoftQp*>(q); }
 inline SoftSrq* ToSoft(ibv_srq* s) { return reinterpret_cast<SoftSrq*>(s); }
+inline SoftXrcd* ToSoft(ibv_xrcd* x) { return reinterpret_cast<SoftXrcd*>(x); }
 inline SoftAh* ToSoft(ibv_ah* a) { return reinterpret_cast<SoftAh*>(a); }
 inline SoftChannel* ToSoft(ibv_comp_channel* c) { return reinterpret_cast<SoftChannel*>(c); }
 
@@ -532,6 +552,17 @@ void InstallQpOps(ibv_context_ops* ops, verbs_context* vctx);
 void InstallRecvOps(ibv_context_ops* ops, verbs_context* vctx);
 void InstallSendOps(ibv_context_ops* ops, verbs_context* vctx);
 void InstallQpExOps(SoftQp* qp);
+void InstallXrcOps(verbs_context* vctx);
+SoftSrq* NewSrq(ibv_pd* pd, ibv_srq_attr* attr, void* srq_context);  // recv.cc; null with errno
+void ForgetXrcSrq(SoftSrq* srq);  // frees its table entry: no message reaches it any more
+// A QP table entry of `device` reserved for a new QP or XRC SRQ (-1 when full), and a
+// number for it (qp.cc).
+int32_t ClaimQpIndex(DeviceEntry* device);
+uint32_t NewQpNumber(Runtime* runtime, uint32_t index);
+inline bool IsXrc(ibv_qp_type type) { return type == IBV_QPT_XRC_SEND || type == IBV_QPT_XRC_RECV; }
+// A new XRC SRQ or receive QP in `xrcd`, and its end (xrc.cc): close_xrcd fails while any is left.
+inline void UseXrcd(SoftXrcd* xrcd) { xrcd->users.fetch_add(1, std::memory_order_relaxed); }
+inline void ReleaseXrcd(SoftXrcd* xrcd) { xrcd->users.fetch_sub(1, std::memory_order_relaxed); }
 void InstallCqExOps(SoftCq* cq);
 
 }  // namespace softnic

@@ -77,7 +77,7 @@ void FlushRecvWr(SoftQp* qp, uint64_t wr_id) {
 
 int PostRecvOp(ibv_qp* ibqp, ibv_recv_wr* wr, ibv_recv_wr** bad_wr) {
   SoftQp* qp = ToSoft(ibqp);
-  if (qp->srq != nullptr) {
+  if (qp->srq != nullptr || IsXrc(ibqp->qp_type)) {  // XRC receives go to XRC SRQs
     *bad_wr = wr;
     return EINVAL;
   }
@@ -105,9 +105,46 @@ int PostSrqRecvOp(ibv_srq* ibsrq, ibv_recv_wr* wr, ibv_recv_wr** bad_wr) {
 }  // namespace
 
 void FlushRecvQueue(SoftQp* qp) {
-  if (qp->srq != nullptr) return;
+  if (qp->recv_object.id == 0) return;  // no receive ring of its own
   RecvWqe head;
   while (qp->recv_ring.TryPop(&head, sizeof(head))) FlushRecvWr(qp, head.wr_id);
+}
+
+// An SRQ's ring, in this process's list for its async events; the caller adds what its
+// type needs (XRC: the table entry). Null with errno.
+SoftSrq* NewSrq(ibv_pd* pd, ibv_srq_attr* attr, void* srq_context) {
+  Runtime* runtime = Runtime::Get();
+  const DeviceAttributes& limits = runtime->fabric()->attributes;
+  if (attr->max_wr == 0 || attr->max_wr > limits.max_srq_wr ||
+      attr->max_sge == 0 || attr->max_sge > limits.max_sge) {
+    errno = EINVAL;
+    return nullptr;
+  }
+  auto* srq = new SoftSrq{};
+  uint32_t capacity = RoundUpPowerOfTwo(attr->max_wr);
+  uint32_t payload = RecvWqeBytes(attr->max_sge);
+  if (!runtime->CreateRing(capacity, payload, &srq->object, &srq->ring)) {
+    int err = errno;
+    delete srq;
+    errno = err;
+    return nullptr;
+  }
+  srq->ring.header()->srq_limit.store(attr->srq_limit, std::memory_order_relaxed);
+  srq->ring.header()->async_channel_id = ToSoft(pd->context)->async_fifo_id;
+  srq->max_sge = attr->max_sge;
+  srq->max_wr = capacity;
+  srq->context = ToSoft(pd->context);
+  srq->srq.context = pd->context;
+  srq->srq.srq_context = srq_context;
+  srq->srq.pd = pd;
+  pthread_mutex_init(&srq->srq.mutex, nullptr);
+  pthread_cond_init(&srq->srq.cond, nullptr);
+  attr->max_wr = capacity;
+  {
+    std::lock_guard<std::mutex> lock(srq->context->objects_mutex);
+    srq->context->srqs.push_back(srq);
+  }
+  return srq;
 }
 
 void InstallRecvOps(ibv_context_ops* ops, verbs_context*) {
@@ -122,38 +159,8 @@ using namespace softnic;
 extern "C" {
 
 ibv_srq* ibv_create_srq(ibv_pd* pd, ibv_srq_init_attr* attr) {
-  Runtime* runtime = Runtime::Get();
-  const DeviceAttributes& limits = runtime->fabric()->attributes;
-  if (attr->attr.max_wr == 0 || attr->attr.max_wr > limits.max_srq_wr ||
-      attr->attr.max_sge == 0 || attr->attr.max_sge > limits.max_sge) {
-    errno = EINVAL;
-    return nullptr;
-  }
-  auto* srq = new SoftSrq{};
-  uint32_t capacity = RoundUpPowerOfTwo(attr->attr.max_wr);
-  uint32_t payload = RecvWqeBytes(attr->attr.max_sge);
-  if (!runtime->CreateRing(capacity, payload, &srq->object, &srq->ring)) {
-    int err = errno;
-    delete srq;
-    errno = err;
-    return nullptr;
-  }
-  srq->ring.header()->srq_limit.store(attr->attr.srq_limit, std::memory_order_relaxed);
-  srq->ring.header()->async_channel_id = ToSoft(pd->context)->async_fifo_id;
-  srq->max_sge = attr->attr.max_sge;
-  srq->max_wr = capacity;
-  srq->context = ToSoft(pd->context);
-  srq->srq.context = pd->context;
-  srq->srq.srq_context = attr->srq_context;
-  srq->srq.pd = pd;
-  pthread_mutex_init(&srq->srq.mutex, nullptr);
-  pthread_cond_init(&srq->srq.cond, nullptr);
-  attr->attr.max_wr = capacity;
-  {
-    std::lock_guard<std::mutex> lock(srq->context->objects_mutex);
-    srq->context->srqs.push_back(srq);
-  }
-  return &srq->srq;
+  SoftSrq* srq = NewSrq(pd, &attr->attr, attr->srq_context);
+  return srq != nullptr ? &srq->srq : nullptr;
 }
 
 int ibv_modify_srq(ibv_srq* ibsrq, ibv_srq_attr* attr, int mask) {
@@ -178,6 +185,7 @@ int ibv_query_srq(ibv_srq* ibsrq, ibv_srq_attr* attr) {
 
 int ibv_destroy_srq(ibv_srq* ibsrq) {
   SoftSrq* srq = ToSoft(ibsrq);
+  if (srq->entry != nullptr) ForgetXrcSrq(srq);
   {
     std::lock_guard<std::mutex> lock(srq->context->objects_mutex);
     std::erase(srq->context->srqs, srq);

@@ -40,6 +40,7 @@ ibv_wc_opcode WcOpcode(ibv_wr_opcode opcode) {
 }
 
 bool AllowedOpcode(ibv_qp_type type, ibv_wr_opcode opcode) {
+  if (type == IBV_QPT_XRC_RECV) return false;  // it has no send queue
   switch (opcode) {
     case IBV_WR_SEND:
     case IBV_WR_SEND_WITH_IMM: return true;
@@ -47,7 +48,7 @@ bool AllowedOpcode(ibv_qp_type type, ibv_wr_opcode opcode) {
     case IBV_WR_RDMA_WRITE_WITH_IMM: return type != IBV_QPT_UD;
     case IBV_WR_RDMA_READ:
     case IBV_WR_ATOMIC_CMP_AND_SWP:
-    case IBV_WR_ATOMIC_FETCH_AND_ADD: return type == IBV_QPT_RC;
+    case IBV_WR_ATOMIC_FETCH_AND_ADD: return IsReliable(type);
     default: return false;
   }
 }
@@ -265,10 +266,13 @@ Outcome Lose(Runtime* runtime, const SoftQp* qp, Counter counter) {
   return Done(0);
 }
 
+// A message that consumes a RECV of `destination`'s receive queue, completed in its CQ. The
+// completion and an error are `responder`'s, the QP the message came to: the destination
+// itself, but on XRC, where the destination is the SRQ the WR named.
 Outcome ExecuteSend(Runtime* runtime, SoftQp* qp, const WorkRequest& wr, Destination& destination,
-                    const Piece* sources, uint32_t source_count, uint64_t total) {
+                    const Destination& responder, const Piece* sources, uint32_t source_count, uint64_t total) {
   const FabricHeader& fabric = *runtime->fabric();
-  bool reliable = qp->ex.qp_base.qp_type == IBV_QPT_RC;
+  bool reliable = IsReliable(qp->ex.qp_base.qp_type);
   bool ud = qp->ex.qp_base.qp_type == IBV_QPT_UD;
   alignas(16) uint8_t wqe_storage[sizeof(RecvWqe) + sizeof(ibv_sge) * 64];
   auto* wqe = reinterpret_cast<RecvWqe*>(wqe_storage);
@@ -278,8 +282,10 @@ Outcome ExecuteSend(Runtime* runtime, SoftQp* qp, const WorkRequest& wr, Destina
     if (reliable) return Stall(StallReason::kNoReceive);
     return Lose(runtime, qp, kDroppedNoRecv);
   }
-  Cqe cqe = ReceiveCompletion(fabric, qp, destination.qpn, wqe->wr_id, wr.opcode, wr.imm_data);
-  cqe.recv_dequeued = recv_dequeued;
+  Cqe cqe = ReceiveCompletion(fabric, qp, responder.qpn, wqe->wr_id, wr.opcode, wr.imm_data);
+  // The owner's post_recv learns the ring's progress through the QP it polls the completion
+  // of; an XRC receive QP has no ring, so its SRQ's producer reads the ring instead.
+  cqe.recv_dequeued = &responder == &destination ? recv_dequeued : 0;
   bool solicited = (wr.send_flags & IBV_SEND_SOLICITED) != 0;
   if (wr.opcode == IBV_WR_RDMA_WRITE_WITH_IMM) {
     cqe.byte_len = static_cast<uint32_t>(total);
@@ -308,7 +314,7 @@ Outcome ExecuteSend(Runtime* runtime, SoftQp* qp, const WorkRequest& wr, Destina
     PushCqe(destination.recv_cq, cqe, destination.device, solicited);
     if (!reliable) return Done(0);
     ChangeBetweenControlEpochs(*runtime->fabric(),
-                               [&] { destination.entry->state.store(IBV_QPS_ERR, std::memory_order_release); });
+                               [&] { responder.entry->state.store(IBV_QPS_ERR, std::memory_order_release); });
     return Fail(protection_ok ? IBV_WC_REM_INV_REQ_ERR : IBV_WC_REM_OP_ERR);
   }
   Piece all_sources[kMaxPieces];
@@ -417,11 +423,78 @@ Outcome ExecuteMulticast(Runtime* runtime, SoftQp* qp, const WorkRequest& wr) {
     }
     const ibv_grh unicast_grh = destination->grh;
     std::memcpy(destination->grh.dgid.raw, member.mgid, sizeof(member.mgid));
-    Outcome outcome = ExecuteSend(runtime, qp, wr, *destination, sources, source_count, wr.total_bytes);
+    Outcome outcome = ExecuteSend(runtime, qp, wr, *destination, *destination, sources, source_count, wr.total_bytes);
     destination->grh = unicast_grh;
     if (outcome.status == IBV_WC_SUCCESS) CountTransfer(runtime, qp, wr, destination->device);
   }
   return Done(wr.total_bytes);
+}
+
+// Whether the responder QP enables `opcode` (its qp_access_flags); SENDs need nothing.
+bool ResponderEnables(const Destination& responder, ibv_wr_opcode opcode) {
+  uint32_t needed = ResponderAccess(opcode);
+  return needed == 0 || (responder.entry->qp_access_flags.load(std::memory_order_acquire) & needed) != 0;
+}
+
+// The transfer itself, once the responder QP has taken the WR: `receiver` is where its keys
+// are checked (their PD) and a RECV is taken from, `responder` the QP (they differ on XRC:
+// the receiver is the SRQ the WR names).
+Outcome Deliver(Runtime* runtime, SoftQp* qp, const WorkRequest& wr, Destination& receiver,
+                const Destination& responder) {
+  bool reliable = IsReliable(qp->ex.qp_base.qp_type);
+  switch (wr.opcode) {
+    case IBV_WR_RDMA_READ: return ExecuteRead(runtime, qp, wr, receiver);
+    case IBV_WR_ATOMIC_CMP_AND_SWP:
+    case IBV_WR_ATOMIC_FETCH_AND_ADD: return ExecuteAtomic(runtime, qp, wr, receiver);
+    default: break;
+  }
+  Piece sources[kMaxPieces];
+  uint32_t source_count = 0;
+  if (!GatherSources(qp, wr, sources, &source_count)) return Fail(IBV_WC_LOC_PROT_ERR);
+  uint64_t total = wr.total_bytes;
+  if (wr.opcode == IBV_WR_RDMA_WRITE || wr.opcode == IBV_WR_RDMA_WRITE_WITH_IMM) {
+    uint8_t* remote = PeerBuffer(runtime, receiver.device, wr.rkey, wr.remote_addr, total,
+                                 IBV_ACCESS_REMOTE_WRITE, receiver.entry->pd_id);
+    if (remote == nullptr && total != 0) {
+      Count(runtime->counters(qp->device_index), kRemoteAccessErrors);
+      return reliable ? Fail(IBV_WC_REM_ACCESS_ERR) : Lose(runtime, qp, kDroppedAccess);
+    }
+    // WRITE_WITH_IMM needs a RECV before any byte lands, so that an RNR leaves no trace.
+    if (wr.opcode == IBV_WR_RDMA_WRITE_WITH_IMM && receiver.recv_queue.Size() == 0) {
+      return reliable ? Stall(StallReason::kNoReceive) : Lose(runtime, qp, kDroppedNoRecv);
+    }
+    if (total != 0) CopyOrdered(remote, sources, source_count, total);
+    CountTransfer(runtime, qp, wr, receiver.device);
+    if (wr.opcode == IBV_WR_RDMA_WRITE) return Done(total);
+    return ExecuteSend(runtime, qp, wr, receiver, responder, sources, source_count, total);
+  }
+  Outcome outcome = ExecuteSend(runtime, qp, wr, receiver, responder, sources, source_count, total);
+  if (outcome.kind == Outcome::kComplete && outcome.status == IBV_WC_SUCCESS) {
+    CountTransfer(runtime, qp, wr, receiver.device);
+  }
+  return outcome;
+}
+
+// XRC: the WR goes to the receive QP this QP is connected to, which hands it to the SRQ
+// the WR names; a NIC answers an SRQ number that names no SRQ, or one of another XRC
+// domain than the receive QP's, with a NAK (invalid request), which ends the send QP.
+// Every operation's keys are checked against the SRQ's PD (the receive QP has none).
+Outcome ExecuteXrc(Runtime* runtime, SoftQp* qp, const WorkRequest& wr) {
+  Destination* target = ResolveDestination(runtime, qp, wr);
+  if (target == nullptr) return Stall(StallReason::kReceiverNotReady);
+  switch (PassFaults(runtime, qp, target->device, true)) {
+    case FaultVerdict::kPasses: break;
+    case FaultVerdict::kDeviceDown:
+      Lose(runtime, qp, kDroppedDeviceDown);
+      return Stall(StallReason::kReceiverNotReady);
+    case FaultVerdict::kDropped: return Lose(runtime, qp, kDroppedFault);
+  }
+  Destination* srq = ResolveXrcSrq(runtime, qp, target->device, wr.remote_srqn);
+  if (srq == nullptr || srq->entry->xrcd_id != target->entry->xrcd_id || !ResponderEnables(*target, wr.opcode)) {
+    Count(runtime->counters(qp->device_index), kRemoteAccessErrors);
+    return Fail(IBV_WC_REM_INV_REQ_ERR);
+  }
+  return Deliver(runtime, qp, wr, *srq, *target);
 }
 
 }  // namespace
@@ -431,6 +504,7 @@ Outcome Execute(SoftQp* qp, const WorkRequest& wr) {
   ibv_qp_type type = qp->ex.qp_base.qp_type;
   bool reliable = type == IBV_QPT_RC;
   if (type == IBV_QPT_UD && wr.ah->multicast) return ExecuteMulticast(runtime, qp, wr);
+  if (type == IBV_QPT_XRC_SEND) return ExecuteXrc(runtime, qp, wr);
   Destination* destination = ResolveDestination(runtime, qp, wr);
   if (destination == nullptr) {
     return reliable ? Stall(StallReason::kReceiverNotReady) : Lose(runtime, qp, kDroppedNoDestination);
@@ -451,42 +525,11 @@ Outcome Execute(SoftQp* qp, const WorkRequest& wr) {
 
   // The responder's QP must enable the operation before any key is looked at (rxe's
   // check_op_valid): RC NAKs it as an invalid request, UC drops it.
-  uint32_t needed = ResponderAccess(wr.opcode);
-  if (needed != 0 && (destination->entry->qp_access_flags.load(std::memory_order_acquire) & needed) == 0) {
+  if (!ResponderEnables(*destination, wr.opcode)) {
     Count(runtime->counters(qp->device_index), kRemoteAccessErrors);
     return reliable ? Fail(IBV_WC_REM_INV_REQ_ERR) : Lose(runtime, qp, kDroppedAccess);
   }
-  switch (wr.opcode) {
-    case IBV_WR_RDMA_READ: return ExecuteRead(runtime, qp, wr, *destination);
-    case IBV_WR_ATOMIC_CMP_AND_SWP:
-    case IBV_WR_ATOMIC_FETCH_AND_ADD: return ExecuteAtomic(runtime, qp, wr, *destination);
-    default: break;
-  }
-  Piece sources[kMaxPieces];
-  uint32_t source_count = 0;
-  if (!GatherSources(qp, wr, sources, &source_count)) return Fail(IBV_WC_LOC_PROT_ERR);
-  uint64_t total = wr.total_bytes;
-  if (wr.opcode == IBV_WR_RDMA_WRITE || wr.opcode == IBV_WR_RDMA_WRITE_WITH_IMM) {
-    uint8_t* remote = PeerBuffer(runtime, destination->device, wr.rkey, wr.remote_addr, total,
-                                 IBV_ACCESS_REMOTE_WRITE, destination->entry->pd_id);
-    if (remote == nullptr && total != 0) {
-      Count(runtime->counters(qp->device_index), kRemoteAccessErrors);
-      return reliable ? Fail(IBV_WC_REM_ACCESS_ERR) : Lose(runtime, qp, kDroppedAccess);
-    }
-    // WRITE_WITH_IMM needs a RECV before any byte lands, so that an RNR leaves no trace.
-    if (wr.opcode == IBV_WR_RDMA_WRITE_WITH_IMM && destination->recv_queue.Size() == 0) {
-      return reliable ? Stall(StallReason::kNoReceive) : Lose(runtime, qp, kDroppedNoRecv);
-    }
-    if (total != 0) CopyOrdered(remote, sources, source_count, total);
-    CountTransfer(runtime, qp, wr, destination->device);
-    if (wr.opcode == IBV_WR_RDMA_WRITE) return Done(total);
-    return ExecuteSend(runtime, qp, wr, *destination, sources, source_count, total);
-  }
-  Outcome outcome = ExecuteSend(runtime, qp, wr, *destination, sources, source_count, total);
-  if (outcome.kind == Outcome::kComplete && outcome.status == IBV_WC_SUCCESS) {
-    CountTransfer(runtime, qp, wr, destination->device);
-  }
-  return outcome;
+  return Deliver(runtime, qp, wr, *destination, *destination);
 }
 
 int ValidateWorkRequest(const SoftQp* qp, WorkRequest& wr) {
@@ -615,6 +658,7 @@ WorkRequest FromSendWr(const ibv_send_wr* wr) {
       w.remote_qpn = wr->wr.ud.remote_qpn;
       w.remote_qkey = wr->wr.ud.remote_qkey;
     }
+    if (ibqp->qp_type == IBV_QPT_XRC_SEND) w.remote_srqn = wr->qp_type.xrc.remote_srqn;
     rc = SubmitLocked(qp, w);
     if (rc != 0) {
       *bad_wr = wr;

@@ -27,27 +27,33 @@ bool Usable(const FabricHeader& fabric, const Destination& destination) {
   return state == IBV_QPS_RTR || state == IBV_QPS_RTS;
 }
 
-// Cold: look the peer up in the fabric and map its receive ring and CQ.
+// Cold: look the peer up in the fabric and map its receive ring and CQ (an XRC receive QP
+// has neither: its SRQs do).
 bool MapDestination(Runtime* runtime, uint32_t device, uint32_t qpn, uint32_t type,
                     Destination* destination) {
   QpEntry* entry = &runtime->fabric()->devices[device].qps[qpn & (kMaxQpsPerDevice - 1)];
   if (entry->qpn.load(std::memory_order_acquire) != qpn || entry->type != type) return false;
-  void* queue = runtime->MapRing(entry->recv_queue);
-  void* cq = runtime->MapRing(entry->recv_cq);
-  if (queue == nullptr || cq == nullptr) return false;
   destination->device = device;
   destination->qpn = qpn;
   destination->entry = entry;
+  if (type == IBV_QPT_XRC_RECV) return true;
+  void* queue = runtime->MapRing(entry->recv_queue);
+  void* cq = runtime->MapRing(entry->recv_cq);
+  if (queue == nullptr || cq == nullptr) return false;
   destination->recv_queue = Ring(queue);
   destination->recv_cq = Ring(cq);
   return true;
 }
 
+// The receive QP an RC, UC or XRC send QP is connected to (the one whose RNR timer it waits).
+const Destination& ConnectedPeer(const SoftQp* qp) {
+  return qp->ex.qp_base.qp_type == IBV_QPT_XRC_SEND ? qp->xrc_target : qp->connected;
+}
+
 uint64_t StallIntervalNs(const SoftQp* qp, StallReason reason) {
   if (reason == StallReason::kNoReceive) {
-    uint32_t timer = qp->connected.entry
-                         ? qp->connected.entry->min_rnr_timer.load(std::memory_order_relaxed)
-                         : 0;
+    const Destination& peer = ConnectedPeer(qp);
+    uint32_t timer = peer.entry ? peer.entry->min_rnr_timer.load(std::memory_order_relaxed) : 0;
     return uint64_t{kRnrTimerUs[timer & 31]} * 1000;
   }
   if (qp->attr.timeout == 0) return kInfiniteTimeoutPollNs;
@@ -76,15 +82,16 @@ uint32_t NextRandom() {
   return static_cast<uint32_t>(state);
 }
 
-// The peer `qpn` on `device`, through the cache entry `destination` (refilled when it
-// holds another peer, or this one is gone).
-Destination* ResolveIn(Runtime* runtime, SoftQp* qp, uint32_t device, uint32_t qpn, Destination* destination) {
+// The peer `qpn` (of table type `type`) on `device`, through the cache entry `destination`
+// (refilled when it holds another peer, or this one is gone).
+Destination* ResolveIn(Runtime* runtime, SoftQp* qp, uint32_t device, uint32_t qpn, uint32_t type,
+                       Destination* destination) {
   const FabricHeader& fabric = *runtime->fabric();
   bool cached = destination->entry != nullptr && destination->qpn == qpn &&
                 destination->device == device;
   if (!cached || destination->entry->qpn.load(std::memory_order_acquire) != qpn) {
     *destination = Destination{};
-    if (!MapDestination(runtime, device, qpn, qp->ex.qp_base.qp_type, destination)) {
+    if (!MapDestination(runtime, device, qpn, type, destination)) {
       *destination = Destination{};
       return nullptr;
     }
@@ -104,11 +111,20 @@ Destination* ResolveDestination(Runtime* runtime, SoftQp* qp, const WorkRequest&
     return ResolveUdDestination(runtime, qp, uint32_t(wr.ah->device), wr.remote_qpn & kQpnMask);
   }
   if (qp->dest_device < 0) return nullptr;
-  return ResolveIn(runtime, qp, uint32_t(qp->dest_device), qp->attr.dest_qp_num, &qp->connected);
+  if (qp->ex.qp_base.qp_type == IBV_QPT_XRC_SEND) {
+    return ResolveIn(runtime, qp, uint32_t(qp->dest_device), qp->attr.dest_qp_num, IBV_QPT_XRC_RECV,
+                     &qp->xrc_target);
+  }
+  return ResolveIn(runtime, qp, uint32_t(qp->dest_device), qp->attr.dest_qp_num, qp->ex.qp_base.qp_type,
+                   &qp->connected);
 }
 
 Destination* ResolveUdDestination(Runtime* runtime, SoftQp* qp, uint32_t device, uint32_t qpn) {
-  return ResolveIn(runtime, qp, device, qpn, &qp->ud_cache[UdDestinationSlot(qpn, device)]);
+  return ResolveIn(runtime, qp, device, qpn, IBV_QPT_UD, &qp->ud_cache[UdDestinationSlot(qpn, device)]);
+}
+
+Destination* ResolveXrcSrq(Runtime* runtime, SoftQp* qp, uint32_t device, uint32_t srqn) {
+  return ResolveIn(runtime, qp, device, srqn & kQpnMask, kXrcSrqEntryType, &qp->xrc_srq);
 }
 
 uint32_t EffectiveQkey(const SoftQp* qp, const WorkRequest& wr) {

@@ -139,7 +139,6 @@ void WrBindMw(ibv_qp_ex* ex, ibv_mw*, uint32_t, const ibv_mw_bind_info*) { WrUns
 void WrLocalInv(ibv_qp_ex* ex, uint32_t) { WrUnsupported(ex); }
 void WrSendInv(ibv_qp_ex* ex, uint32_t) { WrUnsupported(ex); }
 void WrSendTso(ibv_qp_ex* ex, void*, uint16_t, uint16_t) { WrUnsupported(ex); }
-void WrSetXrcSrqn(ibv_qp_ex* ex, uint32_t) { WrUnsupported(ex); }
 void WrAtomicWrite(ibv_qp_ex* ex, uint32_t, uint64_t, const void*) { WrUnsupported(ex); }
 
 void WrSetUdAddr(ibv_qp_ex* ex, ibv_ah* ah, uint32_t remote_qpn, uint32_t remote_qkey) {
@@ -148,6 +147,10 @@ void WrSetUdAddr(ibv_qp_ex* ex, ibv_ah* ah, uint32_t remote_qpn, uint32_t remote
     wr->remote_qpn = remote_qpn;
     wr->remote_qkey = remote_qkey;
   }
+}
+
+void WrSetXrcSrqn(ibv_qp_ex* ex, uint32_t remote_srqn) {
+  if (WorkRequest* wr = Current(ex)) wr->remote_srqn = remote_srqn;
 }
 
 void WrSetSge(ibv_qp_ex* ex, uint32_t lkey, uint64_t addr, uint32_t length) {

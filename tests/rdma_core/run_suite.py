@@ -17,7 +17,6 @@ import argparse
 import collections
 import gzip
 import json
-import os
 import re
 import shutil
 import subprocess
@@ -36,6 +35,7 @@ kSummarySchema = "rdmalab-rdma-core-summary/1"
 kLinks = ("ib", "roce")
 kDefaultSuiteDir = Path("/usr/share/doc/rdma-core/tests")
 kDefaultTimeoutS = 300.0
+kProbeTimeoutS = 30.0  # one `softnic run --netdevs -- true` takes milliseconds
 
 
 @dataclass(frozen=True)
@@ -118,14 +118,25 @@ def unpack_suite(source: Path, dest: Path) -> Path:
     return target
 
 
+def _softnic_run(args, *views: str) -> list[str]:
+    return [str(args.softnic), "run", "--fabric", args.fabric, "--devices", "2", "--link", args.link, *views, "--"]
+
+
+def netdevs_refusal(args) -> str | None:
+    """Why `softnic run --netdevs` cannot run here (a user other than root where the kernel
+    allows no user namespaces), or None."""
+    probe = subprocess.run(_softnic_run(args, "--netdevs") + ["true"], capture_output=True, text=True,
+                           timeout=kProbeTimeoutS)
+    return None if probe.returncode == 0 else (probe.stderr.strip() or f"exit {probe.returncode}")
+
+
 def run_collector(args, suite: Path) -> dict[str, dict[str, str]]:
     outcomes_path = args.work / f"outcomes-{args.link}.json"
     outcomes_path.unlink(missing_ok=True)
     log_path = args.work / f"suite-{args.link}.log"
     # --netdevs gives each device the interface (and so the address) the rdma_cm tests look for.
     views = ["--netdevs"] if args.netdevs else []
-    cmd = [str(args.softnic), "run", "--fabric", args.fabric, "--devices", "2", "--link", args.link, *views, "--",
-           sys.executable, str(HERE / "collect.py"), str(suite), str(outcomes_path), "--dev", "softnic0"]
+    cmd = [*_softnic_run(args, *views), sys.executable, str(HERE / "collect.py"), str(suite), str(outcomes_path), "--dev", "softnic0"]
     with log_path.open("w") as log:
         try:
             proc = subprocess.run(cmd, stdout=log, stderr=subprocess.STDOUT, timeout=args.timeout_s,
@@ -190,10 +201,11 @@ def main() -> int:
     ap.add_argument("--out_json", type=Path)
     args = ap.parse_args()
     args.fabric = args.fabric or f"rdma-core-{args.link}"
-    args.netdevs = os.geteuid() == 0
-    if not args.netdevs:
-        print("run_suite: not root, so no `softnic run --netdevs`: the rdma_cm tests skip for want of a "
-              "netdev (allowed only without --netdevs; run as root to run them)")
+    refusal = netdevs_refusal(args)
+    args.netdevs = refusal is None
+    if refusal:
+        print(f"run_suite: `softnic run --netdevs` is refused here ({refusal}), so the rdma_cm tests skip for want "
+              "of a netdev (allowed only without --netdevs; run as root, or allow user namespaces, to run them)")
     if args.timeout_s <= 0:
         ap.error(f"--timeout-s {args.timeout_s} must be positive")
     try:
