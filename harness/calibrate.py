@@ -8,6 +8,10 @@
    and spread, the profile field it determines (its `fits` label) and its point files.
 3. Write the fitted profile with provenance and print the fit table and the fields the suite
    could not determine (kept from --extends and marked so).
+   On a one-host run, two host facts are measured beside the suite and handed to the fit as
+   measured values (not fitted): a key-value client's own CPU per request (kv's client loop on
+   a transport that answers at once, rdmalab-micro-kv-store BM_ClientRequest) and one
+   cross-core cache-line move (rdmalab-cacheline-pingpong); neither involves a system.
 4. --validate: run the application-level experiments (experiments/calibrate/validate-*.yaml:
    key-value systems, sequencers, ECHO) on the backend and on the model with the new profile,
    and print each point's prediction error.
@@ -53,6 +57,8 @@ kValidationBand = 0.30
 kDefaultExtends = {"softnic": "host-engine", "verbs": "cx3", "model": "host-engine"}
 kOneHostClusters = ("local", "netns")   # every process on this host
 kSections = ("pcie", "wqe", "link", "roce", "nic", "cpu", "latency")
+kHostMeasureTimeoutS = 60
+kMicroRepetitions = 5           # the host facts take the best repeat, as the suite's points do
 
 
 class CalibrationWallError(ValueError):
@@ -177,6 +183,39 @@ def devices_text(devices: dict[str, dict[str, Any]]) -> str:
     for name, dev in devices.items():
         groups.setdefault(", ".join(f"{k} {dev[k]}" for k in keys if k in dev), []).append(name)
     return "; ".join(f"{', '.join(names)} ({attrs})" for attrs, names in groups.items()) or "not reported"
+
+
+def host_measurements(bin_dir: pathlib.Path, out_dir: pathlib.Path) -> dict[str, dict[str, Any]]:
+    """This host's own costs, each measured by a micro benchmark that runs no system: the
+    kv client loop's CPU per request and one cross-core line move. Their outputs are kept
+    in out_dir; each fact's source names its file."""
+    out_dir.mkdir(parents=True, exist_ok=True)
+
+    def run(argv: list[str], name: str) -> Any:
+        if not pathlib.Path(argv[0]).is_file():
+            raise ConfigError(f"{argv[0]} is missing (build it: cmake --build build --target "
+                              f"{'micro_kv_store' if 'micro' in argv[0] else 'cacheline_pingpong'})")
+        r = subprocess.run(argv, capture_output=True, text=True, timeout=kHostMeasureTimeoutS)
+        if r.returncode != 0:
+            raise ConfigError(f"{' '.join(argv)}: exit {r.returncode}: {r.stderr.strip()[-500:]}")
+        (out_dir / name).write_text(r.stdout)
+        return json.loads(r.stdout)
+
+    micro = run([str(bin_dir / "rdmalab-micro-kv-store"), "--benchmark_filter=BM_ClientRequest$",
+                 f"--benchmark_repetitions={kMicroRepetitions}", "--benchmark_min_time=0.1",
+                 "--benchmark_format=json"], "client_request.json")
+    rates = [b["items_per_second"] for b in micro["benchmarks"] if b.get("run_type") == "iteration"]
+    hops = [run([str(bin_dir / "rdmalab-cacheline-pingpong"), "--rounds", "101", "--batch", "200", "--json"],
+                f"line_transfer.{i}.json")["one_way_ns_median"] for i in range(kMicroRepetitions)]
+    where = str(out_dir)
+    return {"cpu.client_request_ns": {"value": 1e9 / max(rates),
+                                      "source": f"measured: kv's client loop per request with the network taken "
+                                                f"out, best of {len(rates)} (rdmalab-micro-kv-store "
+                                                f"BM_ClientRequest, {where}/client_request.json)"},
+            "cpu.line_transfer_ns": {"value": min(hops),
+                                     "source": f"measured: one cross-core cache-line move, best of {len(hops)} "
+                                               f"(rdmalab-cacheline-pingpong one-way median, "
+                                               f"{where}/line_transfer.*.json)"}}
 
 
 def run_model_fit(model: pathlib.Path, doc: dict[str, Any], work: pathlib.Path, tolerance: float) -> dict[str, Any]:
@@ -336,8 +375,15 @@ def main(argv: list[str], console: Console, root: pathlib.Path, run: RunSuite) -
                                     "process of a one-host run"},
             # the fit's start for the cores a shared host leaves the run: all of them
             "cpu.available_cores": {"value": facts["cores"], "source": "measured: os.cpu_count (fit start)"}}
+    one_host = args.cluster in kOneHostClusters and args.backend != "model"
+    if one_host:
+        try:
+            host.update(host_measurements(pathlib.Path(args.bin_dir), store.root / args.backend / "calibrate-host"))
+        except (ConfigError, subprocess.TimeoutExpired, json.JSONDecodeError, KeyError, ValueError) as exc:
+            console.print(f"calibrate: measuring the host's own costs failed: {exc}", markup=False)
+            return 2
     doc = {"schema_version": kPointsSchema, "extends": extends, "backend": args.backend, "points": points,
-           "facts": host if args.cluster in kOneHostClusters and args.backend != "model" else {}}
+           "facts": host if one_host else {}}
     model = pathlib.Path(args.model_bin) if args.model_bin else model_binary(pathlib.Path(args.bin_dir), None)
     work = store.root / "calibrate" / name
     try:

@@ -55,6 +55,16 @@ void HostEngineLimits(const Demand& d, const Profile& prof, const Engagement& e,
   double share = e.host_threads > cores ? cores / e.host_threads : 1.0;
   double own = std::min((e.cores ? e.cores : cores) * share, cores);
   double peers = e.peer_threads ? std::min(e.peer_threads * share, cores) : cores;
+  if (e.round_trip_pairs && e.host_threads > cores) {
+    // Busy threads beyond the cores take turns by time slices (milliseconds, against
+    // microseconds of work): a client and its server thread make progress only while both
+    // hold a core, and a window drains in far less than a slice. Any two given threads of n
+    // hold two of the c cores at once a share c(c-1)/(n(n-1)) of the time.
+    double n = e.host_threads;
+    double together = e.round_trip_pairs * cores * (cores - 1) / (n * (n - 1));
+    own = std::min(own, together);
+    peers = std::min(peers, together);
+  }
   limits.push_back({"cpu", "CPU (posting thread)", (d.cpu_ns + d.nic_tx_ns) * 1e-9 / own});
   limits.push_back({"nic_rx", "CPU (peers' posting threads)", (d.nic_rx_ns + d.peer_ns) * 1e-9 / peers});
   limits.push_back({"host_cpu", "CPU (host cores)", (d.cpu_ns + d.nic_tx_ns + d.nic_rx_ns + d.peer_ns) * 1e-9 / cores});
@@ -80,8 +90,9 @@ double LockWaitRateOpsPerNs(uint32_t pus, double pu_ns, double lock_ns) {
 
 }  // namespace
 
-void ShareHost(Engagement& e, const Point& pt, bool own, bool peers) {
+void ShareHost(Engagement& e, const Point& pt, bool own, bool peers, bool round_trips) {
   e.peer_threads = pt.peer_threads;
+  e.round_trip_pairs = round_trips ? pt.peer_threads : 0;
   e.host_threads = (own ? (pt.threads ? pt.threads : 1) : 0) + (peers ? pt.peer_threads : 0);
 }
 
@@ -275,6 +286,18 @@ Demand Inbound(const WrShape& wr_in, const Profile& prof, const WireParams& wire
   return d;
 }
 
+Demand PeerWork(const Profile& prof, double completions, double requests) {
+  Demand d;
+  if (prof.nic.host_engine) d.peer_ns = completions * prof.cpu.poll_cq_ns + requests * prof.cpu.client_request_ns;
+  return d;
+}
+
+Demand LineFetch(const Profile& prof, bool own) {
+  Demand d;
+  if (prof.nic.host_engine) (own ? d.cpu_ns : d.peer_ns) = prof.cpu.line_transfer_ns;
+  return d;
+}
+
 Demand QpCacheMisses(uint32_t qps, const Profile& prof, bool rx, double burst) {
   Demand d;
   if (qps <= prof.nic.qp_cache_entries || !prof.Has(kQpCache)) return d;
@@ -390,6 +413,7 @@ Prediction Tput(const Point& pt, const Profile& prof, const WireParams& wire) {
   double translation_miss = 0;
   if (pt.direction == "inbound") {
     d = Inbound(wr, prof, wire);
+    if (wr.op != Opcode::kSend && wr.signaled) d += PeerWork(prof, 1.0 / std::max<uint32_t>(pt.cq_mod, 1));
     e.qps_rx = pt.qp;
     if (connected) d += QpCacheMisses(qps, prof, true, burst);
     if (pt.keyed && (wr.op == Opcode::kRead || wr.op == Opcode::kWrite))
@@ -428,13 +452,17 @@ Prediction Echo(const Point& pt, const Profile& prof, const WireParams& wire) {
   Demand d = in;
   d += out;
   d += app;
+  // a WRITE request is loaded by the server's poll, a WRITE response by the client's
+  if (req.op == Opcode::kWrite) d += LineFetch(prof, true);
+  if (resp.op == Opcode::kWrite) d += LineFetch(prof, false);
+  if (req.signaled) d += PeerWork(prof, 1.0 / std::max<uint32_t>(pt.cq_mod, 1));  // the client polls its requests' completions
   uint32_t peers = pt.clients ? pt.clients : 1;
   if (IsConnected(req.transport)) d += QpCacheMisses(peers, prof, true);
   Engagement e;
   e.cores = pt.threads;
   e.qps = pt.qp;
   double lat_us = VerbLatencyUs(req, prof, wire, true) + app.cpu_ns / 1000 + VerbLatencyUs(resp, prof, wire, true);
-  ShareHost(e, pt, true, true);
+  ShareHost(e, pt, true, true, true);
   if (pt.tx_depth && pt.window_bound) {
     e.outstanding = static_cast<double>(pt.tx_depth) * peers;
     e.rtt_us = lat_us;
@@ -449,6 +477,7 @@ Prediction Echo(const Point& pt, const Profile& prof, const WireParams& wire) {
 Prediction Atomics(const Point& pt, const Profile& prof, const WireParams& wire) {
   WrShape wr = Shape(pt.verb, 8);
   Demand d = Inbound(wr, prof, wire);
+  if (wr.signaled) d += PeerWork(prof, 1.0 / std::max<uint32_t>(pt.cq_mod, 1));
   double buckets = std::min<double>(static_cast<double>(pt.counters), prof.nic.atomic_lock_buckets);
   d.lock_ns = prof.nic.atomic_lock_hold_ns / buckets;
   d.payload_B = 8;

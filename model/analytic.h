@@ -72,6 +72,9 @@ struct Engagement {
   // busy-polling threads of every process on the host (0 = no more than its cores).
   uint32_t peer_threads = 0;
   uint32_t host_threads = 0;
+  // Host engine only: client threads each waiting for a server thread's answers (ECHO, the
+  // sequencers, the key-value systems); 0 = streams that need no answer to go on.
+  uint32_t round_trip_pairs = 0;
   // Inbound: the rate the requesting peers can post all together (their own NIC, PCIe and
   // cores), with what limits them; 0 = enough requesters (no limit).
   double requesters_mops = 0;
@@ -80,8 +83,9 @@ struct Engagement {
 
 Prediction Solve(const Demand& d, const Profile& prof, const WireParams& wire, const Engagement& e);
 // Host engine: the threads that busy-poll on the host share its cores. `own`: the measured
-// node's threads poll (senders, servers, receivers of SENDs); `peers`: the peers' threads do.
-void ShareHost(Engagement& e, const Point& pt, bool own, bool peers);
+// node's threads poll (senders, servers, receivers of SENDs); `peers`: the peers' threads do;
+// `round_trips`: each peer thread waits for the answers of the server thread it talks to.
+void ShareHost(Engagement& e, const Point& pt, bool own, bool peers, bool round_trips = false);
 
 // Building blocks for composing an operation out of verbs at the measured node.
 WrShape Shape(const VerbSpec& v, uint64_t payload_B, uint32_t sge = 1, bool inline_recv = false);
@@ -98,6 +102,15 @@ Demand QpCacheMisses(uint32_t qps, const Profile& prof, bool rx, double burst = 
 // Address-translation misses of a responder serving `value_B`-byte values chosen by key
 // (pt's distribution, keys, placement): one translation-entry DMA read each, waited for.
 Demand TranslationMisses(const Point& pt, uint32_t value_B, const Profile& prof, double* miss_rate = nullptr);
+
+// Host engine only (empty otherwise: a device NIC's peers are assumed numerous): the peers'
+// threads' work beside the WRs they post here: `completions` they poll (a READ's or an
+// atomic's, each signaled one) and `requests` of a key-value client's own work
+// (cpu.client_request_ns).
+Demand PeerWork(const Profile& prof, double completions, double requests = 0);
+// Host engine only: a poller loads a line its peer's core just wrote (a request or answer
+// delivered by WRITE): `own` at this node (cpu_ns), else at the peer (peer_ns).
+Demand LineFetch(const Profile& prof, bool own);
 
 // Unloaded latency of one verb, requester post to requester completion (READ, signaled
 // WRITE/SEND) or to the responder's poll seeing the data (`one_way`).

@@ -244,10 +244,16 @@ std::map<std::pair<std::string, std::string>, std::function<std::pair<bool, std:
 
 using Residual = std::function<double(const Profile&)>;
 
-// Solve residual(field = x) = 0 by bisection on log x over a fixed bracket.
-double FitField(Profile& prof, const std::string& field, const Residual& residual) {
+constexpr double kPublishedSpan = 20;     // a published row's field: within 20x of its seed
+// A measured NIC's field may be orders of magnitude from the seed it extends (rxe under an
+// emulator takes ~1 ms a WR where a host engine's seed says 100 ns).
+constexpr double kMeasuredSpan = 1e5;
+
+// Solve residual(field = x) = 0 by bisection on log x over [x0 / span, x0 * span], within the
+// field's range.
+double FitField(Profile& prof, const std::string& field, const Residual& residual, double span) {
   double x0 = GetField(prof, field);
-  double lo = x0 / 20, hi = x0 * 20;
+  double lo = x0 / span, hi = std::min(x0 * span, FindField(field)->max);
   auto r = [&](double x) {
     SetField(prof, field, x);
     return residual(prof);
@@ -269,9 +275,9 @@ double FitField(Profile& prof, const std::string& field, const Residual& residua
 }
 
 // Gauss-Seidel: `rounds` passes over the fields in order, each solved with the others fixed.
-void FitFields(Profile& prof, const std::vector<std::pair<std::string, Residual>>& targets, int rounds) {
+void FitFields(Profile& prof, const std::vector<std::pair<std::string, Residual>>& targets, int rounds, double span) {
   for (int round = 0; round < rounds; ++round)
-    for (const auto& [field, residual] : targets) FitField(prof, field, residual);
+    for (const auto& [field, residual] : targets) FitField(prof, field, residual, span);
 }
 
 std::string Str(const YAML::Node& n) { return n ? n.as<std::string>() : ""; }
@@ -331,7 +337,7 @@ CalibrationResult Calibrate(const std::string& calibration_path, const std::stri
     std::vector<std::pair<std::string, Residual>> targets;
     for (const auto& field : prof.field_order)
       if (prof.fits.count(field)) targets.push_back({field, residual_for(name, prof.fits.at(field))});
-    FitFields(prof, targets, 3);
+    FitFields(prof, targets, 3, kPublishedSpan);
     for (const auto& field : prof.field_order)
       if (prof.fits.count(field))
         res.fits.push_back({name, field, prof.fits.at(field), GetField(stored, field), GetField(prof, field)});
@@ -471,7 +477,7 @@ MeasuredFit FitMeasured(const json& doc, const std::string& profile_dir, double 
       return sum / mine.size();
     };
   }
-  FitFields(prof, residuals, kMeasuredRounds);
+  FitFields(prof, residuals, kMeasuredRounds, kMeasuredSpan);
   for (const auto& [field, residual] : residuals) {
     std::string ids;
     std::vector<std::string> files;

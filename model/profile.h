@@ -80,6 +80,13 @@ struct CpuParams {
   // Host engine: the cores the host gave the measured run, all processes together (other
   // work on a shared host takes the rest); 0 = all `cores`.
   double available_cores = 0;
+  // Host engine: a key-value client thread's own work per request beside its verbs (the next
+  // operation and key, the window's bookkeeping, the answer's accounting); run_all.py
+  // calibrate measures it with kv's client loop on a transport that answers at once.
+  double client_request_ns = 0;
+  // Host engine: a poller's load of a line its peer's core just wrote (a WRITE-delivered
+  // request or answer): one cross-core cache-line move, measured by a line ping-pong.
+  double line_transfer_ns = 0;
 };
 
 struct LatencyParams {

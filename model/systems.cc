@@ -101,10 +101,12 @@ struct Composer {
     Add("outbound " + verb + " PUT ack", Outbound(ack, 1, kHerdSignalEvery, prof, wire), f_put);
     Add("server CPU (PUT: poll, insert)",
         Cpu(prof.cpu.poll_request_ns + prof.cpu.kv_request_ns + 2 * prof.cpu.dram_ns), f_put);
+    Add("server loads the PUT's lines", LineFetch(prof, true), f_put);
+    Add("client loads the ack's line", LineFetch(prof, false), f_put);
     return VerbLatencyUs(req, prof, wire, true) + VerbLatencyUs(ack, prof, wire, true);
   }
   Prediction Finish(Engagement e) {
-    ShareHost(e, pt, true, true);  // the server's workers and the clients' threads poll
+    ShareHost(e, pt, true, true, true);  // the server's workers and the clients' threads poll, clients for answers
     // Little's law bounds the rate only when the point says how many clients there are.
     if (pt.window_bound && pt.clients && pt.window && lat_us > 0) {
       e.outstanding = static_cast<double>(Clients(pt)) * pt.window;
@@ -163,6 +165,7 @@ Prediction PredictSequencer(const Point& pt, const Profile& prof) {
                        : Shape(Verb(Opcode::kWrite, Transport::kUc, true), 16);
     if (spec) req.header_only = true;
     c.Add(spec ? "inbound header-only SEND" : "inbound WRITE-UC request 16 B", Inbound(req, prof, wire), 1);
+    if (!spec) c.Add("server loads the request's line", LineFetch(prof, true), 1);
     // response: 8-byte integer (Spec-S0: header-only with the lower 4 bytes as immediate)
     WrShape resp = Shape(Verb(Opcode::kSend, Transport::kUd, true), 8);
     resp.signaled = true;
@@ -219,6 +222,8 @@ Prediction PredictKv(const Point& pt, const Profile& prof) {
       WrShape put_req = Shape(Verb(Opcode::kWrite, Transport::kUc, sv + sk + 2 <= prof.wqe.max_inline_B), sk + 2 + sv);
       h.Add("inbound WRITE-UC GET request " + std::to_string(sk) + " B", Inbound(get_req, prof, wire), f_get);
       h.Add("inbound WRITE-UC PUT request " + std::to_string(sk + 2 + sv) + " B", Inbound(put_req, prof, wire), f_put);
+      h.Add("server loads the request's line", LineFetch(prof, true), 1);
+      h.Add("clients' own work per request", PeerWork(prof, 0, 1), 1);
       // a client's window of requests arrives together and is served on one context load
       h.Add("QP-context misses (" + std::to_string(clients) + " UC QPs)", QpCacheMisses(clients, prof, true, pt.window),
             1);
@@ -261,6 +266,8 @@ Prediction PredictKv(const Point& pt, const Profile& prof) {
     c.Add("inbound SEND-UC PUT", Inbound(put_req, prof, wire), f_put);
     c.Add("outbound SEND-UC PUT reply", Outbound(put_resp, 1, kHerdSignalEvery, prof, wire), f_put);
     c.Add("server CPU (PUT)", Cpu(cpu.kv_request_ns + 2 * cpu.dram_ns), f_put);
+    c.Add("clients' own work per request, READ completions", PeerWork(prof, kPilafBucketReads + 1, 1), f_get);
+    c.Add("clients' own work per request", PeerWork(prof, 0, 1), f_put);
     c.Add("QP-context misses", QpCacheMisses(clients, prof, true), 1);
     e.qps = workers;
     e.qps_rx = clients;
@@ -272,6 +279,8 @@ Prediction PredictKv(const Point& pt, const Profile& prof) {
     c.Add("inbound READ neighbourhood " + std::to_string(bucket) + " B", Inbound(read(bucket), prof, wire), f_get);
     if (var) c.Add("inbound READ value " + std::to_string(sv) + " B", Inbound(read(sv), prof, wire), f_get);
     double put_lat_us = c.AddWritePut(Transport::kUc, sk, sv, f_put);
+    c.Add("clients' own work per request, READ completions", PeerWork(prof, var ? 2 : 1, 1), f_get);
+    c.Add("clients' own work per request", PeerWork(prof, 0, 1), f_put);
     c.Add("QP-context misses", QpCacheMisses(clients, prof, true), 1);
     e.qps = workers;
     e.qps_rx = clients;
@@ -282,6 +291,8 @@ Prediction PredictKv(const Point& pt, const Profile& prof) {
     c.Add("inbound READ value + lease " + std::to_string(sv + kLeaseB) + " B", Inbound(read(sv + kLeaseB), prof, wire),
           f_get);
     double put_lat_us = c.AddWritePut(Transport::kRc, sk, sv, f_put);
+    c.Add("clients' own work per request, READ completions", PeerWork(prof, 1, 1), f_get);
+    c.Add("clients' own work per request", PeerWork(prof, 0, 1), f_put);
     c.Add("QP-context misses", QpCacheMisses(clients, prof, true), 1);
     e.qps = workers;
     e.qps_rx = clients;
@@ -289,6 +300,7 @@ Prediction PredictKv(const Point& pt, const Profile& prof) {
   } else if (pt.system == "read-based") {
     // Not a system but guide16 Fig. 9's bound: every operation costs two inbound READs.
     c.Add("inbound READ " + std::to_string(sv) + " B", Inbound(read(sv), prof, wire), kReadBasedReadsPerGet);
+    c.Add("clients' own work per request, READ completions", PeerWork(prof, kReadBasedReadsPerGet, 1), 1);
     e.qps_rx = clients;
     c.lat_us = kReadBasedReadsPerGet * lat(read(sv), false);
   } else {  // drtm, drtm-write
@@ -299,6 +311,8 @@ Prediction PredictKv(const Point& pt, const Profile& prof) {
     // the address bits that pick the bucket (lock_placement same-bits): then all wait for one
     a.lock_ns = prof.nic.atomic_lock_hold_ns / (pt.same_bits_locks ? 1 : prof.nic.atomic_lock_buckets);
     c.Add("inbound atomics (lock CAS, unlock)", a, 2 * f_put);
+    c.Add("clients' own work per request, READ completions", PeerWork(prof, 1, 1), f_get);
+    c.Add("clients' own work per request, atomic completions", PeerWork(prof, 2, 1), f_put);
     if (pt.system == "drtm-write")
       c.Add("inbound WRITE-RC value", Inbound(Shape(Verb(Opcode::kWrite, Transport::kRc, false, true), sv), prof, wire),
             f_put);

@@ -96,3 +96,24 @@ def test_the_fit_finds_a_profile_again_from_its_own_predictions(tmp_path):
         assert again[section][field]["value"] == pytest.approx(original[section][field]["value"], rel=1e-3)
         assert again[section][field]["points"]   # the stored point files it came from
     assert again["provenance"]["backend"] == "model"
+
+
+kMicro = kRoot / "build" / "bin" / "rdmalab-micro-kv-store"
+kPingpong = kRoot / "build" / "bin" / "rdmalab-cacheline-pingpong"
+
+
+@pytest.mark.skipif(not (kMicro.exists() and kPingpong.exists()), reason="micro benchmarks not built")
+def test_the_host_facts_are_measured_by_micro_benchmarks_that_run_no_system(tmp_path):
+    """A client's own CPU per request and a cross-core line move: measured (about 2 s), kept
+    as files, named by their sources; never fitted."""
+    facts = calibrate.host_measurements(kMicro.parent, tmp_path)
+    assert set(facts) == {"cpu.client_request_ns", "cpu.line_transfer_ns"}
+    assert 1 < facts["cpu.client_request_ns"]["value"] < 10_000
+    assert 1 < facts["cpu.line_transfer_ns"]["value"] < 10_000
+    assert all(f["source"].startswith("measured:") and str(tmp_path) in f["source"] for f in facts.values())
+    assert (tmp_path / "client_request.json").is_file() and len(list(tmp_path.glob("line_transfer.*.json"))) == 5
+
+
+def test_a_missing_micro_benchmark_names_the_target_to_build(tmp_path):
+    with pytest.raises(calibrate.ConfigError, match="--target micro_kv_store"):
+        calibrate.host_measurements(tmp_path, tmp_path / "out")
