@@ -1,6 +1,7 @@
 // QP state machine: invalid transitions and incomplete attribute masks fail (EINVAL or the
 // provider's error), leave the QP where it was, and the QP can still be connected and used.
 #include <cstring>
+#include <string>
 
 #include "verbs_fixture.h"
 
@@ -36,6 +37,26 @@ class QpStateMachine : public VerbsTest {
     EXPECT_EQ(remote_buf_.data()[31], 0x61);
   }
   int Modify(ibv_qp_attr attr, int mask) { return ibv_modify_qp(pair_.a->qp(), &attr, mask); }
+  // Connects, then leaves a flushed RECV (`recv_id`) and a flushed WRITE (`send_id`) of A
+  // unpolled in A's CQs.
+  void LeaveFlushedCompletions(uint64_t recv_id, uint64_t send_id) {
+    ConnectAndWrite();
+    ASSERT_EQ(PostRecv(pair_.a->qp(), {Sge(local_buf_, 1024, 64)}, recv_id), 0);
+    ibv_qp_attr attr{};
+    attr.qp_state = IBV_QPS_ERR;
+    ASSERT_EQ(Modify(attr, IBV_QP_STATE), 0);
+    ASSERT_EQ(PostSend(pair_.a->qp(), {.opcode = IBV_WR_RDMA_WRITE, .sges = {Sge(local_buf_, 0, 8)}, .wr_id = send_id,
+                                       .remote_addr = remote_buf_.addr(), .rkey = remote_buf_.rkey()}),
+              0);
+  }
+  // Neither of A's CQs reports a completion; `which` names those that should be gone.
+  void ExpectNoStaleCompletions(const std::string& which) {
+    ibv_wc stale{};
+    EXPECT_TRUE(StaysEmpty(pair_.a->recv_cq(), kQuietTimeMs, &stale))
+        << "a receive completion " << which << ": " << Describe(stale);
+    EXPECT_TRUE(StaysEmpty(pair_.a->send_cq(), kQuietTimeMs, &stale))
+        << "a send completion " << which << ": " << Describe(stale);
+  }
 
   Pair pair_;
   Buffer local_buf_, remote_buf_;
@@ -190,24 +211,14 @@ TEST_P(QpStateMachine, ErrFlushesTheWarmShape) {
 // RESET discards the QP's completions still in its CQs (libmlx5 and libmlx4 purge them), so
 // the first completion after reconnecting is the new WR's, not a stale flush.
 TEST_P(QpStateMachine, ResetPurgesUnpolledCompletions) {
-  ConnectAndWrite();
-  ASSERT_EQ(PostRecv(pair_.a->qp(), {Sge(local_buf_, 1024, 64)}, 21), 0);
+  ASSERT_NO_FATAL_FAILURE(LeaveFlushedCompletions(21, 22));
   ibv_qp_attr attr{};
-  attr.qp_state = IBV_QPS_ERR;
-  ASSERT_EQ(Modify(attr, IBV_QP_STATE), 0);
-  ASSERT_EQ(PostSend(pair_.a->qp(), {.opcode = IBV_WR_RDMA_WRITE, .sges = {Sge(local_buf_, 0, 8)}, .wr_id = 22,
-                                     .remote_addr = remote_buf_.addr(), .rkey = remote_buf_.rkey()}),
-            0);
   attr.qp_state = IBV_QPS_RESET;
   ASSERT_EQ(Modify(attr, IBV_QP_STATE), 0);
   ibv_qp_attr reset{};
   reset.qp_state = IBV_QPS_RESET;
   ASSERT_EQ(ibv_modify_qp(pair_.b->qp(), &reset, IBV_QP_STATE), 0);
-  ibv_wc stale{};
-  EXPECT_TRUE(StaysEmpty(pair_.a->recv_cq(), kQuietTimeMs, &stale))
-      << "a receive completion from before RESET: " << Describe(stale);
-  EXPECT_TRUE(StaysEmpty(pair_.a->send_cq(), kQuietTimeMs, &stale))
-      << "a send completion from before RESET: " << Describe(stale);
+  ExpectNoStaleCompletions("from before RESET");
   ConnectAndWrite();  // its WRITE's completion must be the first on the send CQ
 }
 
@@ -216,20 +227,9 @@ TEST_P(QpStateMachine, ResetPurgesUnpolledCompletions) {
 // what it freed with the QP (libfabric's rxm closes a connection's endpoint, then drains
 // the shared CQ).
 TEST_P(QpStateMachine, DestroyPurgesUnpolledCompletions) {
-  ConnectAndWrite();
-  ASSERT_EQ(PostRecv(pair_.a->qp(), {Sge(local_buf_, 1024, 64)}, 41), 0);
-  ibv_qp_attr attr{};
-  attr.qp_state = IBV_QPS_ERR;
-  ASSERT_EQ(Modify(attr, IBV_QP_STATE), 0);
-  ASSERT_EQ(PostSend(pair_.a->qp(), {.opcode = IBV_WR_RDMA_WRITE, .sges = {Sge(local_buf_, 0, 8)}, .wr_id = 42,
-                                     .remote_addr = remote_buf_.addr(), .rkey = remote_buf_.rkey()}),
-            0);
+  ASSERT_NO_FATAL_FAILURE(LeaveFlushedCompletions(41, 42));
   pair_.a->DestroyQp();
-  ibv_wc stale{};
-  EXPECT_TRUE(StaysEmpty(pair_.a->recv_cq(), kQuietTimeMs, &stale))
-      << "a receive completion of a destroyed QP: " << Describe(stale);
-  EXPECT_TRUE(StaysEmpty(pair_.a->send_cq(), kQuietTimeMs, &stale))
-      << "a send completion of a destroyed QP: " << Describe(stale);
+  ExpectNoStaleCompletions("of a destroyed QP");
 }
 
 // A CQ that a QP completes into cannot be destroyed (the kernel answers EBUSY): it stays
