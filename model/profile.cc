@@ -101,6 +101,7 @@ const std::vector<FieldInfo> kFields = {
     F("cpu.prefetched_access_ns", "ns", 0, kMaxNs, cpu.prefetched_access_ns),
     F("cpu.shared_atomic_ns", "ns", 0, kMaxNs, cpu.shared_atomic_ns),
     F("cpu.kv_request_ns", "ns", 0, kMaxNs, cpu.kv_request_ns),
+    F("cpu.pipeline_flush_ns", "ns", 0, kMaxNs, cpu.pipeline_flush_ns),
     F("cpu.available_cores", "cores", 0, 4096, cpu.available_cores),
     F("cpu.client_request_ns", "ns", 0, kMaxNs, cpu.client_request_ns),
     F("cpu.line_transfer_ns", "ns", 0, kMaxNs, cpu.line_transfer_ns),

@@ -77,6 +77,9 @@ struct CpuParams {
   double prefetched_access_ns = 10; // a random access whose miss a prefetch hid
   double shared_atomic_ns = 60;     // an atomic on a cache line other cores also update
   double kv_request_ns = 50;        // MICA-style request handling besides memory accesses
+  // HERD's two-stage request pipeline (herd14 Sec. 4.1.1): a worker that finds no new request
+  // for this long pushes a no-op to advance it; 0 = no such pipeline (its answer waits for nothing)
+  double pipeline_flush_ns = 0;
   // Host engine: the cores the host gave the measured run, all processes together (other
   // work on a shared host takes the rest); 0 = all `cores`.
   double available_cores = 0;
@@ -128,6 +131,7 @@ enum Mechanism : uint32_t {
   kTranslation = 16,    // the NIC's address-translation cache (nosql Sec. 4.4)
   kRequesters = 32,     // an inbound rate is bounded by what its few requesters can post (nosql Sec. 4.6)
   kLockWait = 64,       // a PU waiting for an atomic's lock serves no other verb (guide16 Sec. 3.4)
+  kPipelineFlush = 128, // HERD's answer leaves its worker's pipeline after later requests or a flush (herd14 Sec. 4.1.1, 5.4)
 };
 struct MechanismInfo {
   Mechanism bit;
@@ -142,6 +146,7 @@ inline constexpr MechanismInfo kMechanisms[] = {
     {kTranslation, "translation", "address-translation cache misses"},
     {kRequesters, "requesters", "the requesting peers' own NICs and cores"},
     {kLockWait, "lock_wait", "PUs stalled waiting for an atomic's lock"},
+    {kPipelineFlush, "pipeline_flush", "answers waiting in a lightly loaded worker's pipeline"},
 };
 
 // One settable field: dotted path, how to read/write it as a double, and the valid range.

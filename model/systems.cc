@@ -22,6 +22,8 @@ constexpr uint32_t kPilafBucketB = 32;
 constexpr uint32_t kAckB = 8;                 // PUT acknowledgements
 constexpr uint32_t kLeaseB = 8;               // HydraDB: validity flag / lease word beside the value
 constexpr double kReadBasedReadsPerGet = 2;   // guide16 Fig. 9: a READ-based store needs 2 READs per GET
+constexpr int kHerdPipelineStages = 2;        // herd14 Sec. 4.1.1: one stage per memory access of a GET
+constexpr double kFlushWaitToleranceUs = 1e-4;
 
 VerbSpec Verb(Opcode op, Transport t, bool inl, bool signaled = false) {
   VerbSpec v;
@@ -58,6 +60,17 @@ double EmergentSweep(const Point& pt, uint32_t workers, const Profile& prof, Rat
     (excess(mid) < 0 ? lo : hi) = mid;
   }
   return (lo + hi) / 2;
+}
+
+// herd14 Sec. 4.1.1: a worker pushes a request it finds into its two-stage pipeline and
+// answers it when it leaves, each stage advanced by the worker's next request or, after
+// `pipeline_flush_ns` without one, by a no-op. With the worker's requests arriving at random
+// at `per_worker_mops`, a stage waits min(next arrival, flush) on average: (1 - e^(-l F)) / l.
+// Light load: a flush per stage (Sec. 5.4: the wait adds to the latency); heavy: little.
+double PipelineWaitUs(double per_worker_mops, const Profile& prof) {
+  double flush_us = prof.cpu.pipeline_flush_ns / 1000;
+  double stage_us = per_worker_mops > 0 ? -std::expm1(-per_worker_mops * flush_us) / per_worker_mops : flush_us;
+  return kHerdPipelineStages * stage_us;
 }
 
 uint32_t Doorbell(double sweep) { return std::max<uint32_t>(1, static_cast<uint32_t>(std::lround(sweep))); }
@@ -215,6 +228,7 @@ Prediction PredictKv(const Point& pt, const Profile& prof) {
   if (pt.system == "herd") {
     std::vector<double> shares = WorkerShares(pt.distribution, pt.zipf_theta, pt.keys, workers);
     double imbalance = *std::max_element(shares.begin(), shares.end()) * workers;
+    double pipeline_wait_us = 0;  // the answer's wait in the worker's pipeline (PipelineWaitUs)
     auto compose = [&](double sweep) {
       Composer h{pt, prof, wire, {}, {}, 0};
       // request: the client's UC WRITE into the request region (GET: keyhash; PUT: key, LEN, value)
@@ -245,15 +259,33 @@ Prediction PredictKv(const Point& pt, const Profile& prof) {
       Engagement he = e;
       he.qps = workers * pt.queues;
       he.qps_rx = clients;
-      h.lat_us = lat(get_req, true) + (cpu.kv_request_ns + 2 * cpu.dram_ns) / 1000 +
+      h.lat_us = lat(get_req, true) + (cpu.kv_request_ns + 2 * cpu.dram_ns) / 1000 + pipeline_wait_us +
                  VerbLatencyUs(get_resp, prof, wire, true, doorbell);
       return h.Finish(he);
     };
-    double sweep = pt.batching ? EmergentSweep(pt, workers, prof, [&](double s) {
-      Prediction p = compose(s);
-      return std::make_pair(p.mops, p.lat_us);
-    }) : 1;
-    Prediction p = compose(sweep);
+    auto predict = [&](double& sweep) {
+      sweep = pt.batching ? EmergentSweep(pt, workers, prof, [&](double s) {
+        Prediction p = compose(s);
+        return std::make_pair(p.mops, p.lat_us);
+      }) : 1;
+      return compose(sweep);
+    };
+    double sweep = 1;
+    Prediction p = predict(sweep);
+    if (cpu.pipeline_flush_ns > 0 && prof.Has(kPipelineFlush)) {
+      // The wait falls as the rate rises, and the rate (where the window bounds it) falls as the
+      // wait grows: bisect on the wait, between none and a flush per stage.
+      double lo = 0, hi = PipelineWaitUs(0, prof);
+      while (hi - lo > kFlushWaitToleranceUs) {
+        pipeline_wait_us = (lo + hi) / 2;
+        double implied = PipelineWaitUs(predict(sweep).mops / workers, prof);
+        (implied > pipeline_wait_us ? lo : hi) = pipeline_wait_us;
+      }
+      pipeline_wait_us = (lo + hi) / 2;
+      p = predict(sweep);
+      p.notes.push_back("answers wait " + std::to_string(pipeline_wait_us).substr(0, 5) +
+                        " us in the worker's two-stage pipeline (later requests or a flush advance it)");
+    }
     if (pt.batching) p.notes.push_back("responses per doorbell: " + std::to_string(sweep).substr(0, 5));
     p.requests_per_sweep = sweep;
     return PerCore(pt, p, workers);

@@ -223,6 +223,37 @@ TEST(Mechanisms, ZipfBeatsUniformAndClusteredBeatsScatteredForLargeReads) {
   EXPECT_NEAR(read(64, "uniform", "unclustered", off), read(64, "zipf", "clustered", off), 1e-9);
 }
 
+// herd14 Sec. 4.1.1, 5.4 / Fig. 11: a HERD worker answers a request when two later requests
+// (or two flushes, each after several hundred idle cycles) have advanced its pipeline. Under
+// light load every answer waits for the flushes; one worker taking all of a load waits less
+// than ten sharing it (the paper's one partition below ten), a saturated worker hardly at all.
+// A window-bound rate falls with the longer round trip; the design without the pipeline waits
+// for nothing.
+TEST(Mechanisms, HerdAnswersWaitInALightlyLoadedWorkersPipeline) {
+  Profile p = Load("cx3-pcie2");
+  ASSERT_GT(p.cpu.pipeline_flush_ns, 0);
+  auto herd = [&](int workers, int clients, int window, const Profile& prof) {
+    return At("kv", {{"system", "herd"}, {"key_size", 16}, {"value_size", 32}, {"put_fraction", 0.05},
+                     {"workers", workers}, {"clients", clients}, {"window", window}}, prof);
+  };
+  Profile off = p;
+  off.disabled = kPipelineFlush;
+  double flushes_us = 2 * p.cpu.pipeline_flush_ns / 1000;
+  Prediction light = herd(10, 1, 1, p), light_off = herd(10, 1, 1, off);
+  EXPECT_NEAR(light.lat_us - light_off.lat_us, flushes_us, 0.05 * flushes_us);
+  EXPECT_LT(light.mops, light_off.mops) << "one request in flight: the rate is the round trip's";
+  EXPECT_EQ(light.bottleneck, "window");
+  double one_partition = herd(1, 4, 4, p).lat_us - herd(1, 4, 4, off).lat_us;
+  double ten_partitions = herd(10, 4, 4, p).lat_us - herd(10, 4, 4, off).lat_us;
+  EXPECT_LT(one_partition, 0.95 * ten_partitions);
+  Prediction saturated = herd(1, 16, 4, p);
+  EXPECT_EQ(saturated.bottleneck, "cpu");
+  EXPECT_LT(saturated.lat_us - herd(1, 16, 4, off).lat_us, 0.9 * flushes_us);
+  EXPECT_NEAR(saturated.mops, herd(1, 16, 4, off).mops, 1e-9) << "a busy worker's rate is its CPU's";
+  Profile cib = Load("cib");
+  EXPECT_EQ(cib.cpu.pipeline_flush_ns, 0) << "guide16's batched HERD has no two-stage pipeline";
+}
+
 // `explain` names each mechanism's share and the one that sets the rate.
 TEST(Mechanisms, ExplainNamesTheMechanismThatSetsTheRate) {
   Profile cx3 = Load("cx3");
