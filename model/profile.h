@@ -146,7 +146,7 @@ inline constexpr MechanismInfo kMechanisms[] = {
     {kTranslation, "translation", "address-translation cache misses"},
     {kRequesters, "requesters", "the requesting peers' own NICs and cores"},
     {kLockWait, "lock_wait", "PUs stalled waiting for an atomic's lock"},
-    {kPipelineFlush, "pipeline_flush", "answers waiting in a lightly loaded worker's pipeline"},
+    {kPipelineFlush, "pipeline_flush", "answers held in a worker's request pipeline"},
 };
 
 // One settable field: dotted path, how to read/write it as a double, and the valid range.
