@@ -20,6 +20,7 @@ kSchemaVersion = 1
 kBackends = ("softnic", "verbs", "model")
 kPapers = ("herd14", "guide16", "nosql", "roce", "none")
 kLinks = ("ib", "roce")
+kRepeatOrders = ("point", "round")
 kPlotKinds = ("line", "bar", "table")
 kAggregates = ("sum", "mean", "max", "min")
 # Metrics of a results row of rdmalab-bench/1 (contract 1) and of the model's rows (contract 3).
@@ -55,6 +56,9 @@ KEYS = {
                                        "simulate: true for latency under load), checked against rdmalab-model's "
                                        "description there; not part of the point id"),
     "repeats": ("integer", False, "runs of every point (default 1); plots draw error bars over them"),
+    "repeat_order": ("string", False, "point (default: a point's repeats one after another) or round: every "
+                                      "point once per round, so on a shared host each point's repeats sample "
+                                      "the same stretches of load as the others' (calibration)"),
     "timeout_s": ("number", False, "deadline of one point, all roles (default 60); passed as --timeout"),
     "backends": ("list", False, f"backends the experiment supports (default all: {', '.join(kBackends)})"),
     "link": ("string", False, "softnic link layer: ib (default) or roce"),
@@ -124,6 +128,7 @@ class Experiment:
     plot: dict[str, Any]
     reference: list[dict[str, Any]]
     labels: list[str] = dataclasses.field(default_factory=list)
+    repeat_order: str = "point"
     model_params: dict[str, Any] = dataclasses.field(default_factory=dict)
     conclusions: list[dict[str, Any]] = dataclasses.field(default_factory=list)
     node: LocDict = dataclasses.field(repr=False, default=None)  # type: ignore[assignment]
@@ -276,7 +281,8 @@ def parse_node(path: pathlib.Path, data: Any) -> Experiment:
                       title=data["title"], description=data.get("description", ""), paper=paper,
                       binary=binary, mode=mode, roles=roles, params=params, sweep=sweep, repeats=repeats,
                       timeout_s=float(timeout_s), backends=backends, link=link, plot=plot,
-                      reference=reference, labels=labels, model_params=model_params,
+                      reference=reference, labels=labels, repeat_order=data.get("repeat_order", "point"),
+                      model_params=model_params,
                       conclusions=conclusions, node=data)
 
 
@@ -300,6 +306,8 @@ def _check_run_keys(ck: Checker, data: LocDict, known: set[str]) -> tuple[int, f
     link = data.get("link", "ib")
     if "link" in data and isinstance(link, str):
         ck.choice(data, "link", "experiment", kLinks)
+    if "repeat_order" in data:
+        ck.choice(data, "repeat_order", "experiment", kRepeatOrders)
 
     labels: list[str] = []
     if "labels" in data:

@@ -123,6 +123,8 @@ def expand(exp: Experiment, reduction: Reduction = Reduction(), backend: Optiona
             p = Point(exp.id, len(points), params, repeat, roles, point_id(exp.id, params, repeat, roles))
             p.swept = tuple(swept_names)
             points.append(p)
+    if exp.repeat_order == "round":  # every point once per round: their repeats share the host's load
+        points.sort(key=lambda p: (p.repeat, p.index))
     return points
 
 

@@ -221,6 +221,15 @@ double PayloadNs(const WrShape& wr, const Profile& prof) {
   return PayloadLines(wr) * prof.nic.line_ns + (NeedsPayloadFetch(wr) ? prof.nic.gather_ns : 0);
 }
 
+// Host engine: the posting thread's cost of posting a WR beside carrying it out. A WR of a
+// list of `batch` pays its share of the list's fixed cost and its own; a post of one WR takes
+// the engine's fast path (softnic's single SEND, or WRITE up to `fast_write_max_B`), else the
+// general engine as a list of one. READs' and atomics' one-WR posts are in their engine times.
+double HostPostNs(const WrShape& wr, uint32_t batch, const Profile& prof) {
+  bool general = batch > 1 || (wr.op == Opcode::kWrite && wr.payload_B > prof.nic.fast_write_max_B);
+  return general ? prof.cpu.post_doorbell_ns / batch + prof.cpu.post_per_wr_ns : prof.cpu.post_mmio_ns;
+}
+
 }  // namespace
 
 Demand Outbound(const WrShape& wr, uint32_t batch, uint32_t cq_mod, const Profile& prof, const WireParams& wire,
@@ -253,6 +262,8 @@ Demand Outbound(const WrShape& wr, uint32_t batch, uint32_t cq_mod, const Profil
              cqe * prof.cpu.poll_cq_ns;
   d.payload_B = wr.payload_B;
   if (prof.nic.host_engine) {
+    // a list of one is a single WR to the engine, whether or not the caller calls it a doorbell
+    d.cpu_ns = HostPostNs(wr, batch, prof) + cqe * prof.cpu.poll_cq_ns;
     d.nic_tx_ns += PayloadNs(wr, prof);
     // the receiving peer polls the SEND's completion and re-posts its RECV
     if (wr.op == Opcode::kSend) d.peer_ns = wr.header_only ? prof.nic.t.recv_header_only_ns : prof.nic.t.recv_ns;
@@ -260,7 +271,7 @@ Demand Outbound(const WrShape& wr, uint32_t batch, uint32_t cq_mod, const Profil
   return d;
 }
 
-Demand Inbound(const WrShape& wr_in, const Profile& prof, const WireParams& wire) {
+Demand Inbound(const WrShape& wr_in, const Profile& prof, const WireParams& wire, uint32_t peer_batch) {
   Demand d;
   WrShape wr = wr_in;
   wr.inline_recv = InlineRecvApplies(wr_in, prof);
@@ -279,8 +290,9 @@ Demand Inbound(const WrShape& wr_in, const Profile& prof, const WireParams& wire
   }
   d.payload_B = wr.payload_B;
   if (prof.nic.host_engine) {
-    // the peer's thread carries out the WR it posted; this node only receives SENDs
-    d.nic_rx_ns = (wr.op == Opcode::kSend ? OutboundNs(wr, prof.nic.t) : d.nic_rx_ns) + PayloadNs(wr, prof);
+    // the peer's thread posts and carries out the WR; this node only receives SENDs
+    d.nic_rx_ns = (wr.op == Opcode::kSend ? OutboundNs(wr, prof.nic.t) : d.nic_rx_ns) + PayloadNs(wr, prof) +
+                  HostPostNs(wr, std::max<uint32_t>(peer_batch, 1), prof);
     if (wr.op == Opcode::kSend) d.cpu_ns = wr.header_only ? prof.nic.t.recv_header_only_ns : prof.nic.t.recv_ns;
   }
   return d;
@@ -412,8 +424,8 @@ Prediction Tput(const Point& pt, const Profile& prof, const WireParams& wire) {
   e.cores = pt.threads;
   double translation_miss = 0;
   if (pt.direction == "inbound") {
-    d = Inbound(wr, prof, wire);
-    if (wr.op != Opcode::kSend && wr.signaled) d += PeerWork(prof, 1.0 / std::max<uint32_t>(pt.cq_mod, 1));
+    d = Inbound(wr, prof, wire, pt.post_list);
+    if (wr.signaled) d += PeerWork(prof, 1.0 / std::max<uint32_t>(pt.cq_mod, 1));
     e.qps_rx = pt.qp;
     if (connected) d += QpCacheMisses(qps, prof, true, burst);
     if (pt.keyed && (wr.op == Opcode::kRead || wr.op == Opcode::kWrite))

@@ -94,8 +94,9 @@ WrShape Shape(const VerbSpec& v, uint64_t payload_B, uint32_t sge = 1, bool inli
 // even a batch of one (the NIC DMA-reads the WQE) instead of WQE-by-MMIO.
 Demand Outbound(const WrShape& wr, uint32_t batch, uint32_t cq_mod, const Profile& prof, const WireParams& wire,
                 bool doorbell = false);
-// The node's NIC serves `wr` arriving from a peer (no host CPU involved except RECVs).
-Demand Inbound(const WrShape& wr, const Profile& prof, const WireParams& wire);
+// The node's NIC serves `wr` arriving from a peer (no host CPU involved except RECVs). On a
+// host engine the peer's thread carries it out, posted `peer_batch` WRs per post.
+Demand Inbound(const WrShape& wr, const Profile& prof, const WireParams& wire, uint32_t peer_batch = 1);
 // The NIC's QP-context cache misses with `qps` connected QPs used in random order; each
 // context load serves `burst` consecutive operations of its QP.
 Demand QpCacheMisses(uint32_t qps, const Profile& prof, bool rx, double burst = 1);

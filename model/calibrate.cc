@@ -249,9 +249,27 @@ constexpr double kPublishedSpan = 20;     // a published row's field: within 20x
 // emulator takes ~1 ms a WR where a host engine's seed says 100 ns).
 constexpr double kMeasuredSpan = 1e5;
 
+constexpr double kFlatResidual = 1e-9;   // a field whose change moves the residual less has no effect there
+
+// Where a point only bounds `field` (the model's rate is a minimum over resources: below some
+// value the field's resource no longer sets the rate), the residual is flat from one end up
+// to that value: take the bound, the value nearest the flat end at which the field starts to
+// set the rate, the most the measurement allows.
+double BoundOfFlatEnd(const std::function<double(double)>& r, double flat_end, double other_end) {
+  double r_flat = r(flat_end), in = flat_end, out = other_end;
+  for (int i = 0; i < 100; ++i) {
+    double mid = std::sqrt(in * out);
+    (std::fabs(r(mid) - r_flat) <= kFlatResidual ? in : out) = mid;
+  }
+  return in;
+}
+
 // Solve residual(field = x) = 0 by bisection on log x over [x0 / span, x0 * span], within the
-// field's range.
-double FitField(Profile& prof, const std::string& field, const Residual& residual, double span) {
+// field's range. Without a sign change the stored value stays, unless `take_bound` and the
+// residual is flat towards the end nearer zero error (no worse than at the stored value): then
+// the bound that end allows.
+double FitField(Profile& prof, const std::string& field, const Residual& residual, double span,
+                bool take_bound = false) {
   double x0 = GetField(prof, field);
   double lo = x0 / span, hi = std::min(x0 * span, FindField(field)->max);
   auto r = [&](double x) {
@@ -259,9 +277,15 @@ double FitField(Profile& prof, const std::string& field, const Residual& residua
     return residual(prof);
   };
   double rlo = r(lo), rhi = r(hi);
-  if ((rlo > 0) == (rhi > 0)) {  // no sign change: leave the stored value
-    SetField(prof, field, x0);
-    return x0;
+  if ((rlo > 0) == (rhi > 0)) {  // no sign change
+    double near = std::fabs(rlo) < std::fabs(rhi) ? lo : hi, far = near == lo ? hi : lo;
+    double x = x0;
+    if (take_bound && std::fabs(r(near)) <= std::fabs(r(x0)) + kFlatResidual) {
+      double bound = BoundOfFlatEnd(r, near, far);
+      if (bound != near) x = bound;  // flat towards that end: the point bounds the field
+    }
+    SetField(prof, field, x);
+    return x;
   }
   for (int i = 0; i < 100; ++i) {
     double mid = std::sqrt(lo * hi);
@@ -275,9 +299,10 @@ double FitField(Profile& prof, const std::string& field, const Residual& residua
 }
 
 // Gauss-Seidel: `rounds` passes over the fields in order, each solved with the others fixed.
-void FitFields(Profile& prof, const std::vector<std::pair<std::string, Residual>>& targets, int rounds, double span) {
+void FitFields(Profile& prof, const std::vector<std::pair<std::string, Residual>>& targets, int rounds, double span,
+               bool take_bound = false) {
   for (int round = 0; round < rounds; ++round)
-    for (const auto& [field, residual] : targets) FitField(prof, field, residual, span);
+    for (const auto& [field, residual] : targets) FitField(prof, field, residual, span, take_bound);
 }
 
 std::string Str(const YAML::Node& n) { return n ? n.as<std::string>() : ""; }
@@ -477,7 +502,9 @@ MeasuredFit FitMeasured(const json& doc, const std::string& profile_dir, double 
       return sum / mine.size();
     };
   }
-  FitFields(prof, residuals, kMeasuredRounds, kMeasuredSpan);
+  // a measured point may only bound its field (a SEND's receiver that never sets the rate, one
+  // counter no slower than many): the fit then takes the bound
+  FitFields(prof, residuals, kMeasuredRounds, kMeasuredSpan, true);
   for (const auto& [field, residual] : residuals) {
     std::string ids;
     std::vector<std::string> files;

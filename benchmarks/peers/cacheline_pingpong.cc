@@ -3,7 +3,13 @@
 // cache line; each hand-over is one cache-line transfer between the cores, so the
 // one-way latency is (time of a batch) / (2 * round trips in the batch).
 //
-// Usage: rdmalab-cacheline-pingpong [--cores A,B] [--rounds N] [--batch K] [--json]
+// --stream SLOTS: the same two cores as producer and consumer of a stream of lines, SLOTS
+// of them in flight (a ring; the consumer hands its position back once per half ring), as a
+// window of WRITE-delivered requests reaches a polling server. The consumer's time per line
+// is what a throughput pays per line moved, its misses overlapping the producer's stores;
+// a ping-pong's one-way latency is what one message in flight pays.
+//
+// Usage: rdmalab-cacheline-pingpong [--cores A,B] [--rounds N] [--batch K] [--stream SLOTS] [--json]
 // Prints a one-line summary, or with --json one JSON document (schema_version 1).
 
 #include <pthread.h>
@@ -38,6 +44,7 @@ struct Options {
   int core_b = 1;
   int rounds = kDefaultRounds;
   int batch = kDefaultBatch;
+  int stream_slots = 0;  // 0: ping-pong
   bool json = false;
 };
 
@@ -52,7 +59,7 @@ static_assert(sizeof(Line) == kCacheLineBytes);
   std::fprintf(stderr,
                "cacheline_pingpong: %s\n"
                "usage: rdmalab-cacheline-pingpong [--cores A,B] [--rounds N>=%d] "
-               "[--batch K>=1] [--json]\n",
+               "[--batch K>=1] [--stream SLOTS>=2] [--json]\n",
                what.c_str(), kWarmupRounds + 1);
   std::exit(2);
 }
@@ -87,6 +94,9 @@ Options parse(int argc, char** argv) {
     } else if (a == "--batch") {
       o.batch = parse_int("--batch", value());
       if (o.batch < 1) usage_error("--batch must be >= 1");
+    } else if (a == "--stream") {
+      o.stream_slots = parse_int("--stream", value());
+      if (o.stream_slots < 2) usage_error("--stream wants at least 2 slots in flight");
     } else if (a == "--json") {
       o.json = true;
     } else {
@@ -145,6 +155,47 @@ std::vector<double> run(const Options& o) {
   return one_way_ns;
 }
 
+// --stream: returns the consumer's time per line (ns) of every measured batch of lines.
+std::vector<double> run_stream(const Options& o) {
+  const uint64_t slots = static_cast<uint64_t>(o.stream_slots);
+  const uint64_t credit_every = std::max<uint64_t>(slots / 2, 1);
+  std::vector<Line> ring(slots);
+  Line consumed;  // the consumer's position, published once per credit_every lines
+  const uint64_t total = uint64_t(o.rounds) * uint64_t(o.batch);
+
+  std::thread producer([&] {
+    pin_to(o.core_b);
+    uint64_t room_until = slots;  // lines the last position seen lets it store
+    for (uint64_t i = 0; i < total; ++i) {
+      while (i >= room_until) {
+        room_until = consumed.value.load(std::memory_order_acquire) + slots;
+#if defined(__x86_64__)
+        __builtin_ia32_pause();
+#endif
+      }
+      ring[i % slots].value.store(i + 1, std::memory_order_release);
+    }
+  });
+
+  pin_to(o.core_a);
+  std::vector<double> per_line_ns;
+  per_line_ns.reserve(o.rounds);
+  uint64_t next = 0;
+  for (int r = 0; r < o.rounds; ++r) {
+    auto t0 = std::chrono::steady_clock::now();
+    for (int k = 0; k < o.batch; ++k, ++next) {
+      spin_until(ring[next % slots].value, next + 1);
+      if ((next + 1) % credit_every == 0) consumed.value.store(next + 1, std::memory_order_release);
+    }
+    auto t1 = std::chrono::steady_clock::now();
+    if (r >= kWarmupRounds)
+      per_line_ns.push_back(std::chrono::duration<double, std::nano>(t1 - t0).count() / o.batch);
+  }
+  consumed.value.store(total, std::memory_order_release);
+  producer.join();
+  return per_line_ns;
+}
+
 double percentile(std::vector<double> v, double p) {
   std::sort(v.begin(), v.end());
   size_t idx = static_cast<size_t>(p * double(v.size() - 1) + 0.5);
@@ -157,13 +208,32 @@ int main(int argc, char** argv) {
   Options o = parse(argc, argv);
   std::vector<double> ns;
   try {
-    ns = run(o);
+    ns = o.stream_slots ? run_stream(o) : run(o);
   } catch (const std::exception& e) {
     std::fprintf(stderr, "cacheline_pingpong: %s\n", e.what());
     return 1;
   }
   const double median = percentile(ns, 0.5);
-  if (o.json) {
+  if (o.json && o.stream_slots) {
+    nlohmann::json doc = {
+        {"schema_version", kSchemaVersion},
+        {"context", {{"benchmark", "cacheline_stream"},
+                     {"cores", {o.core_a, o.core_b}},
+                     {"slots_in_flight", o.stream_slots},
+                     {"lines_per_batch", o.batch},
+                     {"measured_batches", ns.size()}}},
+        {"per_line_ns_median", median},
+        {"per_line_ns_p10", percentile(ns, 0.1)},
+        {"per_line_ns_p90", percentile(ns, 0.9)},
+        {"per_line_ns_min", percentile(ns, 0.0)},
+    };
+    std::printf("%s\n", doc.dump(2).c_str());
+  } else if (o.stream_slots) {
+    std::printf("cores %d,%d  %.1f ns per line streamed, %d in flight (median of %zu batches of %d lines; "
+                "p10 %.1f, p90 %.1f)\n",
+                o.core_a, o.core_b, median, o.stream_slots, ns.size(), o.batch, percentile(ns, 0.1),
+                percentile(ns, 0.9));
+  } else if (o.json) {
     nlohmann::json doc = {
         {"schema_version", kSchemaVersion},
         {"context", {{"benchmark", "cacheline_pingpong"},

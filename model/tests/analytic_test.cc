@@ -183,9 +183,30 @@ TEST(HostEngine, AnOutboundSendIsBoundByItsReceiversRecvHandling) {
                       {"direction", "outbound"}, {"threads", 1}, {"post_list", 16}, {"cq_mod", 16}, {"tx_depth", 32}};
   Profile fast_sender = HostEngine();
   fast_sender.nic.t.send_ns = 20;
+  fast_sender.nic.t.recv_ns = 100;
   Prediction p = Eval(s, "tput", fast_sender, {{"server", 1}, {"client", 1}});
   EXPECT_EQ(p.bottleneck, "nic_rx");
   EXPECT_NEAR(p.mops, 1e3 / fast_sender.nic.t.recv_ns, 1e-6);
+}
+
+TEST(HostEngine, AOneWrWriteBeyondTheFastPathRunsTheGeneralEngine) {
+  nlohmann::json w = {{"verb", "write"}, {"direction", "outbound"}, {"threads", 1}, {"post_list", 1}, {"cq_mod", 16},
+                      {"tx_depth", 32}};
+  const Profile& h = HostEngine();
+  auto ns = [&](uint32_t size) {
+    w["size"] = size;
+    return 1e3 / Eval(w, "tput", h, {{"server", 1}, {"client", 1}}).mops;
+  };
+  uint32_t fast = h.nic.fast_write_max_B;
+  ASSERT_EQ(fast % 64, 0u);
+  // one line more, and the general engine's post of a list of one instead of the fast path's
+  EXPECT_NEAR(ns(fast + 64) - ns(fast), h.nic.line_ns + h.cpu.post_doorbell_ns + h.cpu.post_per_wr_ns - h.cpu.post_mmio_ns,
+              1e-6);
+  EXPECT_NEAR(ns(fast) - ns(fast / 2), 0, 1e-6);  // one line either way, both on the fast path
+  // a peer's one-WR WRITE (inbound) pays the same at the peer's thread
+  w["direction"] = "inbound";
+  EXPECT_NEAR(ns(fast + 64) - ns(fast), h.nic.line_ns + h.cpu.post_doorbell_ns + h.cpu.post_per_wr_ns - h.cpu.post_mmio_ns,
+              1e-6);
 }
 
 TEST(HostEngine, PayloadLinesAddToTheEngineTime) {

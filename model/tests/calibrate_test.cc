@@ -110,5 +110,24 @@ TEST(CalibrateMeasured, FitsAFieldToItsPointAndKeepsThePointFiles) {
   EXPECT_EQ(r.profile.points.at("nic.write_ns").at(0), "softnic/calibrate-tput/points/write.json");
 }
 
+TEST(CalibrateMeasured, APointThatOnlyBoundsItsFieldGetsTheBound) {
+  // Fetch-and-adds from two clients: on 4096 counters the clients' engines set the rate; on one
+  // counter measured no slower, the counter's line never sets it, so its hold time is at most
+  // the time at which it would: the fit takes that bound instead of keeping the seed.
+  nlohmann::json atomics = {{"mode", "atomics"}, {"roles", {{"server", 1}, {"client", 2}}},
+                            {"params", {{"verb", "faa"}, {"threads", 1}, {"tx_depth", 16}, {"cq_mod", 16}}}};
+  nlohmann::json many = atomics, one = atomics;
+  many["params"]["counters"] = 4096;
+  one["params"]["counters"] = 1;
+  nlohmann::json doc = MeasuredDoc({MeasuredPoint("many", "nic.atomic_in_ns", many, 20),
+                                    MeasuredPoint("one", "nic.atomic_lock_hold_ns", one, 21)});
+  MeasuredFit r = FitMeasured(doc, DefaultProfileDir(), 0.15);
+  ASSERT_EQ(r.rows.size(), 2u);
+  EXPECT_NEAR(r.rows[0].predicted, 20, 0.01);
+  EXPECT_NEAR(r.rows[1].predicted, 20, 0.01);  // as close to 21 as the model gets
+  EXPECT_NEAR(r.profile.nic.atomic_lock_hold_ns, 1e3 / 20, 0.01);  // the lock's limit meets the clients'
+  EXPECT_TRUE(r.ok);
+}
+
 }  // namespace
 }  // namespace rdmalab::model

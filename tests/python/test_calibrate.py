@@ -40,6 +40,17 @@ def test_every_validation_experiment_is_application_level_and_every_calibration_
         assert experiment.parse(f).mode in calibrate.kVerbLevelModes, f.name
 
 
+def test_the_suite_runs_its_points_round_by_round():
+    # each point's best repeat then samples the shared host's load as the others' do
+    from harness.sweep import expand
+    for f in list(kCalDir.glob(calibrate.kCalibrationGlob)) + list(kCalDir.glob(calibrate.kValidationGlob)):
+        exp = experiment.parse(f)
+        points = expand(exp)
+        rows = len(points) // exp.repeats
+        assert exp.repeats > 1 and [p.repeat for p in points] == [r for r in range(exp.repeats) for _ in range(rows)], f.name
+        assert len({p.id for p in points}) == len(points)
+
+
 def test_a_fit_point_is_the_best_of_its_repeats_with_its_field_and_files():
     params = {"fits": "nic.write_ns", "direction": "outbound", "verb": "write", "connection": "RC", "size": 32,
               "inline_size": 64, "post_list": 16, "header_only": False, "qp": 1, "clients": 1}
