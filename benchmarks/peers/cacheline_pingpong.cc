@@ -202,6 +202,14 @@ double percentile(std::vector<double> v, double p) {
   return v[idx];
 }
 
+// The distribution of one measured quantity, as `NAME_median`, `_p10`, `_p90`, `_min`.
+nlohmann::json Distribution(const std::vector<double>& ns, const std::string& name) {
+  return {{name + "_median", percentile(ns, 0.5)},
+          {name + "_p10", percentile(ns, 0.1)},
+          {name + "_p90", percentile(ns, 0.9)},
+          {name + "_min", percentile(ns, 0.0)}};
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -214,38 +222,28 @@ int main(int argc, char** argv) {
     return 1;
   }
   const double median = percentile(ns, 0.5);
-  if (o.json && o.stream_slots) {
-    nlohmann::json doc = {
-        {"schema_version", kSchemaVersion},
-        {"context", {{"benchmark", "cacheline_stream"},
-                     {"cores", {o.core_a, o.core_b}},
-                     {"slots_in_flight", o.stream_slots},
-                     {"lines_per_batch", o.batch},
-                     {"measured_batches", ns.size()}}},
-        {"per_line_ns_median", median},
-        {"per_line_ns_p10", percentile(ns, 0.1)},
-        {"per_line_ns_p90", percentile(ns, 0.9)},
-        {"per_line_ns_min", percentile(ns, 0.0)},
-    };
+  if (o.json) {
+    nlohmann::json doc = {{"schema_version", kSchemaVersion}};
+    if (o.stream_slots) {
+      doc["context"] = {{"benchmark", "cacheline_stream"},
+                        {"cores", {o.core_a, o.core_b}},
+                        {"slots_in_flight", o.stream_slots},
+                        {"lines_per_batch", o.batch},
+                        {"measured_batches", ns.size()}};
+      doc.update(Distribution(ns, "per_line_ns"));
+    } else {
+      doc["context"] = {{"benchmark", "cacheline_pingpong"},
+                        {"cores", {o.core_a, o.core_b}},
+                        {"round_trips_per_batch", o.batch},
+                        {"measured_batches", ns.size()}};
+      doc.update(Distribution(ns, "one_way_ns"));
+    }
     std::printf("%s\n", doc.dump(2).c_str());
   } else if (o.stream_slots) {
     std::printf("cores %d,%d  %.1f ns per line streamed, %d in flight (median of %zu batches of %d lines; "
                 "p10 %.1f, p90 %.1f)\n",
                 o.core_a, o.core_b, median, o.stream_slots, ns.size(), o.batch, percentile(ns, 0.1),
                 percentile(ns, 0.9));
-  } else if (o.json) {
-    nlohmann::json doc = {
-        {"schema_version", kSchemaVersion},
-        {"context", {{"benchmark", "cacheline_pingpong"},
-                     {"cores", {o.core_a, o.core_b}},
-                     {"round_trips_per_batch", o.batch},
-                     {"measured_batches", ns.size()}}},
-        {"one_way_ns_median", median},
-        {"one_way_ns_p10", percentile(ns, 0.1)},
-        {"one_way_ns_p90", percentile(ns, 0.9)},
-        {"one_way_ns_min", percentile(ns, 0.0)},
-    };
-    std::printf("%s\n", doc.dump(2).c_str());
   } else {
     std::printf("cores %d,%d  one-way latency %.1f ns (median of %zu batches of %d round trips; "
                 "p10 %.1f, p90 %.1f)\n",
