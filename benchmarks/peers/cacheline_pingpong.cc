@@ -123,6 +123,23 @@ inline void spin_until(const std::atomic<uint64_t>& v, uint64_t want) {
   }
 }
 
+// Runs o.rounds batches of o.batch steps on core_a (`step` gets the step's number over the
+// whole run) and returns each measured batch's time divided by `items_per_batch`.
+template <typename Step>
+std::vector<double> TimeBatches(const Options& o, double items_per_batch, Step step) {
+  pin_to(o.core_a);
+  std::vector<double> ns;
+  ns.reserve(o.rounds);
+  uint64_t next = 0;
+  for (int r = 0; r < o.rounds; ++r) {
+    auto t0 = std::chrono::steady_clock::now();
+    for (int k = 0; k < o.batch; ++k, ++next) step(next);
+    auto t1 = std::chrono::steady_clock::now();
+    if (r >= kWarmupRounds) ns.push_back(std::chrono::duration<double, std::nano>(t1 - t0).count() / items_per_batch);
+  }
+  return ns;
+}
+
 // Returns the one-way latency (ns) of every measured batch.
 std::vector<double> run(const Options& o) {
   Line line;
@@ -136,21 +153,10 @@ std::vector<double> run(const Options& o) {
     }
   });
 
-  pin_to(o.core_a);
-  std::vector<double> one_way_ns;
-  one_way_ns.reserve(o.rounds);
-  uint64_t next = 0;
-  for (int r = 0; r < o.rounds; ++r) {
-    auto t0 = std::chrono::steady_clock::now();
-    for (int k = 0; k < o.batch; ++k, ++next) {
-      line.value.store(2 * next + 1, std::memory_order_release);
-      spin_until(line.value, 2 * next + 2);
-    }
-    auto t1 = std::chrono::steady_clock::now();
-    if (r >= kWarmupRounds)
-      one_way_ns.push_back(std::chrono::duration<double, std::nano>(t1 - t0).count() /
-                           (2.0 * o.batch));
-  }
+  std::vector<double> one_way_ns = TimeBatches(o, 2.0 * o.batch, [&](uint64_t next) {
+    line.value.store(2 * next + 1, std::memory_order_release);
+    spin_until(line.value, 2 * next + 2);
+  });
   pong.join();
   return one_way_ns;
 }
@@ -177,20 +183,10 @@ std::vector<double> run_stream(const Options& o) {
     }
   });
 
-  pin_to(o.core_a);
-  std::vector<double> per_line_ns;
-  per_line_ns.reserve(o.rounds);
-  uint64_t next = 0;
-  for (int r = 0; r < o.rounds; ++r) {
-    auto t0 = std::chrono::steady_clock::now();
-    for (int k = 0; k < o.batch; ++k, ++next) {
-      spin_until(ring[next % slots].value, next + 1);
-      if ((next + 1) % credit_every == 0) consumed.value.store(next + 1, std::memory_order_release);
-    }
-    auto t1 = std::chrono::steady_clock::now();
-    if (r >= kWarmupRounds)
-      per_line_ns.push_back(std::chrono::duration<double, std::nano>(t1 - t0).count() / o.batch);
-  }
+  std::vector<double> per_line_ns = TimeBatches(o, o.batch, [&](uint64_t next) {
+    spin_until(ring[next % slots].value, next + 1);
+    if ((next + 1) % credit_every == 0) consumed.value.store(next + 1, std::memory_order_release);
+  });
   consumed.value.store(total, std::memory_order_release);
   producer.join();
   return per_line_ns;
