@@ -63,6 +63,9 @@ kMicroRepetitions = 5           # the host facts take the best repeat, as the su
 # Lines in flight in the line-transfer stream: a window of WRITE-delivered requests (rdmalab-bench's
 # and the validation's windows are 4-32 per client); what a throughput pays per line moved.
 kStreamSlots = 16
+# The build target of each host-measurement binary, named when one is missing.
+kHostMeasureTargets = {"rdmalab-micro-kv-store": "micro_kv_store", "rdmalab-micro-bench-core": "micro_bench_core",
+                       "rdmalab-cacheline-pingpong": "cacheline_pingpong"}
 
 
 class CalibrationWallError(ValueError):
@@ -191,33 +194,46 @@ def devices_text(devices: dict[str, dict[str, Any]]) -> str:
 
 def host_measurements(bin_dir: pathlib.Path, out_dir: pathlib.Path) -> dict[str, dict[str, Any]]:
     """This host's own costs, each measured by a micro benchmark that runs no system: the
-    kv client loop's CPU per request and a cross-core line move in a stream of them (a ping-pong's
-    one-way latency would charge each line a whole hop, which a throughput overlaps). Their
-    outputs are kept in out_dir; each fact's source names its file."""
+    kv client loop's CPU per request, a sequencer client's per answer, and a cross-core line
+    move in a stream of them (a ping-pong's one-way latency would charge each line a whole hop,
+    which a throughput overlaps). Their outputs are kept in out_dir; each fact's source names
+    its file."""
     out_dir.mkdir(parents=True, exist_ok=True)
 
     def run(argv: list[str], name: str) -> Any:
         if not pathlib.Path(argv[0]).is_file():
             raise ConfigError(f"{argv[0]} is missing (build it: cmake --build build --target "
-                              f"{'micro_kv_store' if 'micro' in argv[0] else 'cacheline_pingpong'})")
+                              f"{kHostMeasureTargets[pathlib.Path(argv[0]).name]})")
         r = subprocess.run(argv, capture_output=True, text=True, timeout=kHostMeasureTimeoutS)
         if r.returncode != 0:
             raise ConfigError(f"{' '.join(argv)}: exit {r.returncode}: {r.stderr.strip()[-500:]}")
         (out_dir / name).write_text(r.stdout)
         return json.loads(r.stdout)
 
-    micro = run([str(bin_dir / "rdmalab-micro-kv-store"), "--benchmark_filter=BM_ClientRequest$",
-                 f"--benchmark_repetitions={kMicroRepetitions}", "--benchmark_min_time=0.1",
-                 "--benchmark_format=json"], "client_request.json")
-    rates = [b["items_per_second"] for b in micro["benchmarks"] if b.get("run_type") == "iteration"]
+    def best_rate(binary: str, benchmark: str, name: str) -> tuple[float, int]:
+        """The micro benchmark's fastest repetition, items per second, and how many ran."""
+        micro = run([str(bin_dir / binary), f"--benchmark_filter={benchmark}$",
+                     f"--benchmark_repetitions={kMicroRepetitions}", "--benchmark_min_time=0.1",
+                     "--benchmark_format=json"], name)
+        rates = [b["items_per_second"] for b in micro["benchmarks"] if b.get("run_type") == "iteration"]
+        return max(rates), len(rates)
+
+    request_rate, requests_runs = best_rate("rdmalab-micro-kv-store", "BM_ClientRequest", "client_request.json")
+    answer_rate, answer_runs = best_rate("rdmalab-micro-bench-core", "BM_SequencerClientAnswer",
+                                         "sequencer_client_answer.json")
     lines = [run([str(bin_dir / "rdmalab-cacheline-pingpong"), "--rounds", "101", "--batch", "2000",
                   "--stream", str(kStreamSlots), "--json"], f"line_transfer.{i}.json")["per_line_ns_median"]
              for i in range(kMicroRepetitions)]
     where = str(out_dir)
-    return {"cpu.client_request_ns": {"value": 1e9 / max(rates),
+    return {"cpu.client_request_ns": {"value": 1e9 / request_rate,
                                       "source": f"measured: kv's client loop per request with the network taken "
-                                                f"out, best of {len(rates)} (rdmalab-micro-kv-store "
+                                                f"out, best of {requests_runs} (rdmalab-micro-kv-store "
                                                 f"BM_ClientRequest, {where}/client_request.json)"},
+            "cpu.sequencer_client_answer_ns": {
+                "value": 1e9 / answer_rate,
+                "source": f"measured: rdmalab-bench's sequencer client per answer with the network taken out, "
+                          f"best of {answer_runs} (rdmalab-micro-bench-core BM_SequencerClientAnswer, "
+                          f"{where}/sequencer_client_answer.json)"},
             "cpu.line_transfer_ns": {"value": min(lines),
                                      "source": f"measured: a cross-core cache-line move in a stream of "
                                                f"{kStreamSlots} in flight, best of {len(lines)} "

@@ -304,6 +304,12 @@ Demand PeerWork(const Profile& prof, double completions, double requests) {
   return d;
 }
 
+Demand SequencerClientWork(const Profile& prof) {
+  Demand d;
+  if (prof.nic.host_engine) d.peer_ns = prof.cpu.sequencer_client_answer_ns;
+  return d;
+}
+
 Demand LineFetch(const Profile& prof, bool own) {
   Demand d;
   if (prof.nic.host_engine) (own ? d.cpu_ns : d.peer_ns) = prof.cpu.line_transfer_ns;
@@ -486,10 +492,11 @@ Prediction Echo(const Point& pt, const Profile& prof, const WireParams& wire) {
   return p;
 }
 
-Prediction Atomics(const Point& pt, const Profile& prof, const WireParams& wire) {
+Prediction Atomics(const Point& pt, const Profile& prof, const WireParams& wire, const Demand& client_work = {}) {
   WrShape wr = Shape(pt.verb, 8);
   Demand d = Inbound(wr, prof, wire);
   if (wr.signaled) d += PeerWork(prof, 1.0 / std::max<uint32_t>(pt.cq_mod, 1));
+  d += client_work;
   double buckets = std::min<double>(static_cast<double>(pt.counters), prof.nic.atomic_lock_buckets);
   d.lock_ns = prof.nic.atomic_lock_hold_ns / buckets;
   d.payload_B = 8;
@@ -554,6 +561,11 @@ Prediction PredictVerb(const Point& pt, const Profile& prof) {
     return p;
   }
   throw ModelError("mode '" + pt.mode + "' has no verb prediction (model/params.h: Modes() names each mode's)");
+}
+
+Prediction PredictAtomics(const Point& pt, const Profile& prof, const Demand& client_work) {
+  Check(pt, prof, pt.verb, pt.size_B, pt.sge);
+  return Atomics(pt, prof, WireFor(pt, prof), client_work);
 }
 
 }  // namespace rdmalab::model

@@ -109,6 +109,9 @@ Demand TranslationMisses(const Point& pt, uint32_t value_B, const Profile& prof,
 // atomic's, each signaled one) and `requests` of a key-value client's own work
 // (cpu.client_request_ns).
 Demand PeerWork(const Profile& prof, double completions, double requests = 0);
+// Host engine only: a sequencer client's own work per answer beside its verbs
+// (cpu.sequencer_client_answer_ns), the peers' time.
+Demand SequencerClientWork(const Profile& prof);
 // Host engine only: a poller loads a line its peer's core just wrote (a request or answer
 // delivered by WRITE): `own` at this node (cpu_ns), else at the peer (peer_ns).
 Demand LineFetch(const Profile& prof, bool own);
@@ -124,6 +127,9 @@ const WireParams& WireFor(const Point& pt, const Profile& prof);
 
 // Verb-level modes: lat, tput, echo, atomics, sgbatch.
 Prediction PredictVerb(const Point& pt, const Profile& prof);
+// The atomics mode's prediction with `client_work` added to every operation's requester (the
+// sequencer's atomics design: its clients' work per answer).
+Prediction PredictAtomics(const Point& pt, const Profile& prof, const Demand& client_work);
 // Sequencers (guide16 Sec. 4.3, Table 3) and key-value systems (herd14, guide16), composed
 // from the verbs each issues at the server (README "Throughput"); never fitted to their results.
 Prediction PredictSequencer(const Point& pt, const Profile& prof);

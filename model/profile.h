@@ -90,6 +90,10 @@ struct CpuParams {
   // operation and key, the window's bookkeeping, the answer's accounting); run_all.py
   // calibrate measures it with kv's client loop on a transport that answers at once.
   double client_request_ns = 0;
+  // Host engine: a sequencer client's own work per answer beside its verbs (the request's
+  // window slot and time, the answer's latency sample, its bit in the exactly-once bitmap);
+  // run_all.py calibrate measures it with rdmalab-bench's client code, the network taken out.
+  double sequencer_client_answer_ns = 0;
   // Host engine: a poller's load of a line its peer's core just wrote (a WRITE-delivered
   // request or answer): one cross-core cache-line move, measured by a line ping-pong.
   double line_transfer_ns = 0;

@@ -25,6 +25,7 @@
 #include "benchmarks/bench/modes.h"
 #include "benchmarks/bench/hot_loop.h"
 #include "benchmarks/bench/sequencer_check.h"
+#include "benchmarks/bench/sequencer_client.h"
 #include "benchmarks/bench/tput_plan.h"
 #include "rdma/connect.h"
 #include "rdma/error.h"
@@ -85,14 +86,6 @@ struct Worker {
   std::uint64_t header_only = 0;
 };
 
-struct ClientStats {
-  std::uint64_t received = 0;
-  std::uint64_t local_duplicates = 0;
-  std::uint64_t exhausted = 0;  // answers at or past --count
-  std::uint64_t header_only = 0;
-  std::uint64_t regular = 0;
-};
-
 class SequencerRun {
  public:
   explicit SequencerRun(Session& session)
@@ -110,7 +103,7 @@ class SequencerRun {
   void PostWorkerRecv(Worker& worker, std::uint64_t slot);
   void PostClientRecv(std::uint32_t queue, std::uint32_t slot);
   void PostRequest(std::uint64_t seq);
-  int Collect(std::uint64_t* values, std::uint64_t now);
+  void Collect(std::uint64_t now);
   void RunClient(ResultRow& row);
   ResultRow ServeAll();
 
@@ -139,15 +132,11 @@ class SequencerRun {
   std::vector<std::uint32_t> server_qpns_;
   Region local_;
   RemoteRegion remote_;
-  std::vector<std::uint32_t> free_slots_;
-  std::vector<std::uint64_t> posted_tsc_;        // HERD and atomics: per window slot
   std::vector<std::uint64_t> fifo_tsc_;          // Spec-S0: per worker, a FIFO of window entries
   std::vector<std::uint32_t> fifo_guess_;
   std::vector<std::uint64_t> fifo_head_, fifo_tail_;
   std::uint32_t guess_ = kUnknownGuess;
-  IntegerSet received_;
-  ClientStats stats_;
-  LatencyHistogram* latency_ = nullptr;
+  SequencerClientWindow client_;  // the window, latency samples and bitmap of the answers
 };
 
 
@@ -288,14 +277,10 @@ void SequencerRun::SetupClient() {
   for (std::uint32_t w = 0; w < queues; ++w) {
     for (std::uint32_t slot = 0; slot < window_; ++slot) PostClientRecv(w, slot);
   }
-  free_slots_.clear();
-  for (std::uint32_t slot = window_; slot-- > 0;) free_slots_.push_back(slot);
-  posted_tsc_.assign(window_, 0);
   fifo_tsc_.assign(std::uint64_t{queues} * window_, 0);
   fifo_guess_.assign(std::uint64_t{queues} * window_, 0);
   fifo_head_.assign(queues, 0);
   fifo_tail_.assign(queues, 0);
-  received_ = IntegerSet(o_.count);
 }
 
 void SequencerRun::PostWorkerRecv(Worker& worker, std::uint64_t slot) {
@@ -463,13 +448,12 @@ void SequencerRun::PostRequest(std::uint64_t seq) {
     const std::uint64_t entry = std::uint64_t{worker} * window_ + fifo_tail_[worker]++ % window_;
     fifo_tsc_[entry] = session_.clock().Now();
     fifo_guess_[entry] = guess_;
+    client_.Posted();
     wr.opcode = IBV_WR_SEND_WITH_IMM;
     wr.imm_data = guess_;
     wr.wr.ud = {server_ahs_[worker].get(), server_qpns_[worker], kUdQkey};
   } else {
-    const std::uint32_t slot = free_slots_.back();
-    free_slots_.pop_back();
-    posted_tsc_[slot] = session_.clock().Now();
+    const std::uint32_t slot = client_.TakeSlot(session_.clock().Now());
     if (design_ == Design::kAtomics) {
       sge = {reinterpret_cast<std::uintptr_t>(local_.data() + std::uint64_t{slot} * kRequestSlotBytes), kIntegerBytes,
              local_.mr->lkey};
@@ -501,10 +485,9 @@ void SequencerRun::PostRequest(std::uint64_t seq) {
   ++ring->posted;
 }
 
-// Collects answers into `values`; returns how many arrived. Records each one's latency.
-int SequencerRun::Collect(std::uint64_t* values, std::uint64_t now) {
+// Takes the answers that arrived by `now` into the client's window.
+void SequencerRun::Collect(std::uint64_t now) {
   ibv_wc completions[kPollBatch];
-  const TscClock& clock = session_.clock();
   if (design_ == Design::kAtomics) {
     const int n = ibv_poll_cq(send_cq_.get(), kPollBatch, completions);
     if (n < 0) Fail("ibv_poll_cq failed on the sequencer client's CQ");
@@ -512,12 +495,12 @@ int SequencerRun::Collect(std::uint64_t* values, std::uint64_t now) {
       const ibv_wc& wc = completions[i];
       if (wc.status != IBV_WC_SUCCESS) CompletionFailed(wc, "fetch-and-add on the sequencer counter");
       const auto slot = static_cast<std::uint32_t>(wc.wr_id);
-      std::memcpy(&values[i], local_.data() + std::uint64_t{slot} * kRequestSlotBytes, sizeof(std::uint64_t));
-      latency_->Record(clock.TicksToNs(now - posted_tsc_[slot]));
-      free_slots_.push_back(slot);
+      std::uint64_t value;
+      std::memcpy(&value, local_.data() + std::uint64_t{slot} * kRequestSlotBytes, sizeof(value));
+      client_.AnswerSlot(slot, value, now);
       ++rings_[0].retired;
     }
-    return n;
+    return;
   }
   ReapSends(send_cq_.get(), rings_.data(), "sending sequencer requests");
   const int n = ibv_poll_cq(recv_cq_.get(), kPollBatch, completions);
@@ -530,65 +513,49 @@ int SequencerRun::Collect(std::uint64_t* values, std::uint64_t now) {
     const std::uint8_t* payload =
         local_.data() + std::uint64_t{window_} * kRequestSlotBytes + (std::uint64_t{queue} * window_ + buffer) * kRecvSlotBytes + kUdGrhBytes;
     const bool with_imm = (wc.wc_flags & IBV_WC_WITH_IMM) != 0;
+    std::uint64_t value;
     if (IsHerd(design_)) {
       const std::uint32_t slot = wc.imm_data;
       if (!with_imm || slot >= window_ || wc.byte_len != kRecvBytes) {
         Fail("malformed sequencer answer: ", wc.byte_len, " bytes, window slot ", slot, " (window ", window_, ")");
       }
-      std::memcpy(&values[i], payload, sizeof(std::uint64_t));
-      latency_->Record(clock.TicksToNs(now - posted_tsc_[slot]));
-      free_slots_.push_back(slot);
+      std::memcpy(&value, payload, sizeof(value));
+      client_.AnswerSlot(slot, value, now);
     } else {
       // Answers of one worker come back in request order: its FIFO says when and with what guess.
       const std::uint64_t entry = std::uint64_t{queue} * window_ + fifo_head_[queue]++ % window_;
       if (with_imm && wc.byte_len == kUdGrhBytes) {
-        values[i] = (std::uint64_t{fifo_guess_[entry]} << 32) | wc.imm_data;
-        ++stats_.header_only;
+        value = (std::uint64_t{fifo_guess_[entry]} << 32) | wc.imm_data;
+        ++client_.stats().header_only;
       } else if (!with_imm && wc.byte_len == kRecvBytes) {
-        std::memcpy(&values[i], payload, sizeof(std::uint64_t));
-        guess_ = static_cast<std::uint32_t>(values[i] >> 32);
-        ++stats_.regular;
+        std::memcpy(&value, payload, sizeof(value));
+        guess_ = static_cast<std::uint32_t>(value >> 32);
+        ++client_.stats().regular;
       } else {
         Fail("malformed Spec-S0 answer: ", wc.byte_len, " bytes, ", with_imm ? "with" : "without", " immediate");
       }
-      latency_->Record(clock.TicksToNs(now - fifo_tsc_[entry]));
+      client_.Answer(value, now - fifo_tsc_[entry]);
     }
     PostClientRecv(queue, buffer);
   }
-  return n;
 }
 
 void SequencerRun::RunClient(ResultRow& row) {
   const std::uint64_t deadline = DeadlineTicks(session_);
-  std::uint64_t values[kPollBatch];
-  std::uint64_t seq = 0, in_flight = 0;
-  bool exhausted = false;
+  std::uint64_t seq = 0;
   const std::uint64_t start = session_.clock().Now();
   std::uint64_t now = start;
-  while (!exhausted || in_flight > 0) {
-    while (!exhausted && in_flight < window_) {
-      PostRequest(seq++);
-      ++in_flight;
-    }
+  while (!client_.Done()) {
+    while (client_.CanPost()) PostRequest(seq++);
     now = session_.clock().Now();
-    const int n = Collect(values, now);
-    for (int i = 0; i < n; ++i) {
-      --in_flight;
-      if (values[i] >= o_.count) {
-        exhausted = true;
-        ++stats_.exhausted;
-      } else {
-        stats_.local_duplicates += received_.Insert(values[i]) ? 0 : 1;
-        ++stats_.received;
-      }
-    }
+    Collect(now);
     if (now >= deadline) {
-      Fail("--timeout ", o_.timeout_s, " s passed with ", in_flight, " sequencer requests unanswered after ",
-           stats_.received, " integers (answers lost, or the server stopped?)");
+      Fail("--timeout ", o_.timeout_s, " s passed with ", client_.in_flight(), " sequencer requests unanswered after ",
+           client_.stats().received, " integers (answers lost, or the server stopped?)");
     }
     if (g_abort.load(std::memory_order_relaxed)) Fail("aborted");
   }
-  row.ops = stats_.received;
+  row.ops = client_.stats().received;
   row.duration_s = static_cast<double>(session_.clock().TicksToNs(now - start)) / 1e9;
 }
 
@@ -613,19 +580,20 @@ Report SequencerRun::Run() {
     row.payload_bytes_per_op = kIntegerBytes;
     row.latency_ns = std::make_unique<LatencyHistogram>();
     row.latency_kind = "rtt";
-    latency_ = row.latency_ns.get();
+    client_ = SequencerClientWindow(window_, o_.count, session_.clock(), *row.latency_ns);
     session_.Barrier("start/0");
     RunClient(row);
     session_.Put("result/0", {{"ops", row.ops}, {"duration_s", row.duration_s}});
     session_.Barrier("done/0");
-    row.extra["integers_received"] = stats_.received;
-    row.extra["local_duplicates"] = stats_.local_duplicates;
-    row.extra["exhausted_answers"] = stats_.exhausted;
+    const SequencerClientStats& stats = client_.stats();
+    row.extra["integers_received"] = stats.received;
+    row.extra["local_duplicates"] = stats.local_duplicates;
+    row.extra["exhausted_answers"] = stats.exhausted;
     if (design_ == Design::kSpec) {
-      row.extra["header_only_answers"] = stats_.header_only;
-      row.extra["regular_answers"] = stats_.regular;
+      row.extra["header_only_answers"] = stats.header_only;
+      row.extra["regular_answers"] = stats.regular;
     }
-    PublishIntegers(session_, received_, stats_.received, stats_.local_duplicates);
+    PublishIntegers(session_, client_.received(), stats.received, stats.local_duplicates);
     report.rows.push_back(std::move(row));
     report.validation = {{"enabled", true}, {"checked_by", "server"}};
   }

@@ -1,14 +1,17 @@
 // CPU costs inside rdmalab-bench's measurement loops that are not the provider's: a latency
 // sample (TSC read + histogram record) and a keyed READ's address (tput --distribution) must
-// stay a few ns so that doing them for every op does not change what is measured.
+// stay a few ns so that doing them for every op does not change what is measured; a
+// sequencer client's work per answer is what the model charges those clients beside their verbs.
 #include <benchmark/benchmark.h>
 
+#include <array>
 #include <cstdint>
 #include <memory>
 #include <random>
 #include <vector>
 
 #include "benchmarks/bench/key_addresses.h"
+#include "benchmarks/bench/sequencer_client.h"
 #include "rdma/clock.h"
 #include "rdma/histogram.h"
 
@@ -58,6 +61,35 @@ void BM_KeyedReadSlot(benchmark::State& state) {
   state.SetItemsProcessed(static_cast<std::int64_t>(state.iterations()));
 }
 BENCHMARK(BM_KeyedReadSlot)->ArgNames({"zipf", "clustered"})->Args({0, 1})->Args({0, 0})->Args({1, 1})->Args({1, 0});
+
+// A sequencer client's own work per answer with the network taken out (the answers arrive in
+// request order, one per poll, carrying what a server handing out integers in order gives one
+// of two clients): the request's window slot and time, the poll's clock read, the answer's
+// latency sample, its bit in the exactly-once bitmap, the window's count. One iteration is a
+// whole hand-out of validate-sequencer's --count over rdmalab-bench's default window, as
+// SequencerRun::RunClient runs it. `run_all.py calibrate` reads it as the model's
+// cpu.sequencer_client_answer_ns.
+void BM_SequencerClientAnswer(benchmark::State& state) {
+  constexpr std::uint64_t kCount = 400000;  // experiments/calibrate/validate-sequencer.yaml
+  constexpr std::uint32_t kClients = 2, kWindow = 128;
+  const auto clock = rdmalab::TscClock::Calibrate(10);
+  std::uint64_t answers = 0;
+  for (auto _ : state) {
+    auto latency = std::make_unique<rdmalab::LatencyHistogram>();
+    rdmalab::bench::SequencerClientWindow client(kWindow, kCount, clock, *latency);
+    std::array<std::uint32_t, kWindow> slots_in_flight{};
+    std::uint64_t oldest = 0, newest = 0, next_integer = 0;
+    while (!client.Done()) {
+      while (client.CanPost()) slots_in_flight[newest++ % kWindow] = client.TakeSlot(clock.Now());
+      client.AnswerSlot(slots_in_flight[oldest++ % kWindow], next_integer, clock.Now());
+      next_integer += kClients;
+      ++answers;
+    }
+    benchmark::DoNotOptimize(client.stats().received);
+  }
+  state.SetItemsProcessed(static_cast<std::int64_t>(answers));
+}
+BENCHMARK(BM_SequencerClientAnswer)->Unit(benchmark::kMillisecond);
 
 }  // namespace
 

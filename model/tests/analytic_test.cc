@@ -257,6 +257,33 @@ TEST(HostEngine, AKvClientPaysItsOwnWorkAndEveryReadsCompletion) {
   EXPECT_DOUBLE_EQ(Eval(get_only, "kv", cx3, roles).mops, device);
 }
 
+// A sequencer client does its own work per answer beside its verbs (the window slot, the
+// latency sample, the exactly-once bitmap: cpu.sequencer_client_answer_ns): on a host engine
+// the peers' time in every design, the atomics one included (no server thread takes part, so
+// there it sets the rate with the atomics' engine time); a device NIC's clients do not limit.
+TEST(HostEngine, ASequencerClientPaysItsOwnWorkPerAnswer) {
+  nlohmann::json roles = {{"server", 1}, {"client", 2}};
+  for (const char* design : {"herd-rpc", "herd-rpc-batch", "herd-rpc-mq", "spec-s0", "atomics"}) {
+    SCOPED_TRACE(design);
+    nlohmann::json seq = {{"design", design}, {"threads", 1}, {"batch", 16}, {"count", 400000}};
+    Profile h = HostEngine();
+    h.cpu.sequencer_client_answer_ns = 0;
+    Prediction bare = Eval(seq, "sequencer", h, roles);
+    h.cpu.sequencer_client_answer_ns = 90;
+    Prediction p = Eval(seq, "sequencer", h, roles);
+    EXPECT_NEAR(p.per_op.peer_ns - bare.per_op.peer_ns, 90, 1e-9);
+    EXPECT_NEAR(p.per_op.cpu_ns, bare.per_op.cpu_ns, 1e-9);  // the server's threads do none of it
+    if (std::string(design) == "atomics") {
+      EXPECT_EQ(p.bottleneck, "nic_rx");
+      EXPECT_LT(p.mops, bare.mops);
+    }
+    Profile cx3 = LoadProfile("cx3", DefaultProfileDir());
+    double device = Eval(seq, "sequencer", cx3, roles).mops;
+    cx3.cpu.sequencer_client_answer_ns = 1000;
+    EXPECT_DOUBLE_EQ(Eval(seq, "sequencer", cx3, roles).mops, device);
+  }
+}
+
 // A request or answer delivered by WRITE is loaded by its poller from the writer's core: one
 // cache-line move at the server for the request, one at the client for a WRITE response.
 TEST(HostEngine, AWriteDeliveredMessageCostsItsPollerALineTransfer) {

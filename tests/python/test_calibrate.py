@@ -111,18 +111,20 @@ def test_the_fit_finds_a_profile_again_from_its_own_predictions(tmp_path):
 
 kMicro = kRoot / "build" / "bin" / "rdmalab-micro-kv-store"
 kPingpong = kRoot / "build" / "bin" / "rdmalab-cacheline-pingpong"
+kMicroCore = kRoot / "build" / "bin" / "rdmalab-micro-bench-core"
 
 
-@pytest.mark.skipif(not (kMicro.exists() and kPingpong.exists()), reason="micro benchmarks not built")
+@pytest.mark.skipif(not (kMicro.exists() and kPingpong.exists() and kMicroCore.exists()),
+                    reason="micro benchmarks not built")
 def test_the_host_facts_are_measured_by_micro_benchmarks_that_run_no_system(tmp_path):
-    """A client's own CPU per request and a cross-core line move: measured (about 2 s), kept
-    as files, named by their sources; never fitted."""
+    """A kv client's own CPU per request, a sequencer client's per answer and a cross-core line
+    move: measured (about 3 s), kept as files, named by their sources; never fitted."""
     facts = calibrate.host_measurements(kMicro.parent, tmp_path)
-    assert set(facts) == {"cpu.client_request_ns", "cpu.line_transfer_ns"}
-    assert 1 < facts["cpu.client_request_ns"]["value"] < 10_000
-    assert 1 < facts["cpu.line_transfer_ns"]["value"] < 10_000
+    assert set(facts) == {"cpu.client_request_ns", "cpu.sequencer_client_answer_ns", "cpu.line_transfer_ns"}
+    assert all(1 < f["value"] < 10_000 for f in facts.values()), facts
     assert all(f["source"].startswith("measured:") and str(tmp_path) in f["source"] for f in facts.values())
-    assert (tmp_path / "client_request.json").is_file() and len(list(tmp_path.glob("line_transfer.*.json"))) == 5
+    assert (tmp_path / "client_request.json").is_file() and (tmp_path / "sequencer_client_answer.json").is_file()
+    assert len(list(tmp_path.glob("line_transfer.*.json"))) == 5
 
 
 def test_a_missing_micro_benchmark_names_the_target_to_build(tmp_path):
