@@ -194,10 +194,10 @@ def devices_text(devices: dict[str, dict[str, Any]]) -> str:
 
 def host_measurements(bin_dir: pathlib.Path, out_dir: pathlib.Path) -> dict[str, dict[str, Any]]:
     """This host's own costs, each measured by a micro benchmark that runs no system: the
-    kv client loop's CPU per request, a sequencer client's per answer, and a cross-core line
-    move in a stream of them (a ping-pong's one-way latency would charge each line a whole hop,
-    which a throughput overlaps). Their outputs are kept in out_dir; each fact's source names
-    its file."""
+    kv client loop's CPU per request, a sequencer's and an ECHO client's per answer (their own
+    code, the network taken out), and a cross-core line move in a stream of them (a ping-pong's
+    one-way latency would charge each line a whole hop, which a throughput overlaps). Their
+    outputs are kept in out_dir; each fact's source names its file."""
     out_dir.mkdir(parents=True, exist_ok=True)
 
     def run(argv: list[str], name: str) -> Any:
@@ -219,8 +219,14 @@ def host_measurements(bin_dir: pathlib.Path, out_dir: pathlib.Path) -> dict[str,
         return max(rates), len(rates)
 
     request_rate, requests_runs = best_rate("rdmalab-micro-kv-store", "BM_ClientRequest", "client_request.json")
-    answer_rate, answer_runs = best_rate("rdmalab-micro-bench-core", "BM_SequencerClientAnswer",
-                                         "sequencer_client_answer.json")
+    answer_facts = {}
+    for field, who, benchmark in (("cpu.sequencer_client_answer_ns", "sequencer", "BM_SequencerClientAnswer"),
+                                  ("cpu.echo_client_answer_ns", "ECHO", "BM_EchoClientAnswer")):
+        name = f"{field.split('.')[1].removesuffix('_ns')}.json"
+        rate, runs = best_rate("rdmalab-micro-bench-core", benchmark, name)
+        answer_facts[field] = {"value": 1e9 / rate,
+                               "source": f"measured: rdmalab-bench's {who} client per answer with the network taken "
+                                         f"out, best of {runs} (rdmalab-micro-bench-core {benchmark}, {out_dir}/{name})"}
     lines = [run([str(bin_dir / "rdmalab-cacheline-pingpong"), "--rounds", "101", "--batch", "2000",
                   "--stream", str(kStreamSlots), "--json"], f"line_transfer.{i}.json")["per_line_ns_median"]
              for i in range(kMicroRepetitions)]
@@ -229,11 +235,7 @@ def host_measurements(bin_dir: pathlib.Path, out_dir: pathlib.Path) -> dict[str,
                                       "source": f"measured: kv's client loop per request with the network taken "
                                                 f"out, best of {requests_runs} (rdmalab-micro-kv-store "
                                                 f"BM_ClientRequest, {where}/client_request.json)"},
-            "cpu.sequencer_client_answer_ns": {
-                "value": 1e9 / answer_rate,
-                "source": f"measured: rdmalab-bench's sequencer client per answer with the network taken out, "
-                          f"best of {answer_runs} (rdmalab-micro-bench-core BM_SequencerClientAnswer, "
-                          f"{where}/sequencer_client_answer.json)"},
+            **answer_facts,
             "cpu.line_transfer_ns": {"value": min(lines),
                                      "source": f"measured: a cross-core cache-line move in a stream of "
                                                f"{kStreamSlots} in flight, best of {len(lines)} "

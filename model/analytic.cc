@@ -304,9 +304,9 @@ Demand PeerWork(const Profile& prof, double completions, double requests) {
   return d;
 }
 
-Demand SequencerClientWork(const Profile& prof) {
+Demand ClientAnswerWork(const Profile& prof, double answer_ns) {
   Demand d;
-  if (prof.nic.host_engine) d.peer_ns = prof.cpu.sequencer_client_answer_ns;
+  if (prof.nic.host_engine) d.peer_ns = answer_ns;
   return d;
 }
 
@@ -474,6 +474,7 @@ Prediction Echo(const Point& pt, const Profile& prof, const WireParams& wire) {
   if (req.op == Opcode::kWrite) d += LineFetch(prof, true);
   if (resp.op == Opcode::kWrite) d += LineFetch(prof, false);
   if (req.signaled) d += PeerWork(prof, 1.0 / std::max<uint32_t>(pt.cq_mod, 1));  // the client polls its requests' completions
+  d += ClientAnswerWork(prof, prof.cpu.echo_client_answer_ns);
   uint32_t peers = pt.clients ? pt.clients : 1;
   if (IsConnected(req.transport)) d += QpCacheMisses(peers, prof, true);
   Engagement e;

@@ -109,9 +109,9 @@ Demand TranslationMisses(const Point& pt, uint32_t value_B, const Profile& prof,
 // atomic's, each signaled one) and `requests` of a key-value client's own work
 // (cpu.client_request_ns).
 Demand PeerWork(const Profile& prof, double completions, double requests = 0);
-// Host engine only: a sequencer client's own work per answer beside its verbs
-// (cpu.sequencer_client_answer_ns), the peers' time.
-Demand SequencerClientWork(const Profile& prof);
+// Host engine only: a client's own work per answer beside its verbs, `answer_ns` (a sequencer's
+// cpu.sequencer_client_answer_ns, ECHO's cpu.echo_client_answer_ns), the peers' time.
+Demand ClientAnswerWork(const Profile& prof, double answer_ns);
 // Host engine only: a poller loads a line its peer's core just wrote (a request or answer
 // delivered by WRITE): `own` at this node (cpu_ns), else at the peer (peer_ns).
 Demand LineFetch(const Profile& prof, bool own);

@@ -106,6 +106,7 @@ const std::vector<FieldInfo> kFields = {
     F("cpu.available_cores", "cores", 0, 4096, cpu.available_cores),
     F("cpu.client_request_ns", "ns", 0, kMaxNs, cpu.client_request_ns),
     F("cpu.sequencer_client_answer_ns", "ns", 0, kMaxNs, cpu.sequencer_client_answer_ns),
+    F("cpu.echo_client_answer_ns", "ns", 0, kMaxNs, cpu.echo_client_answer_ns),
     F("cpu.line_transfer_ns", "ns", 0, kMaxNs, cpu.line_transfer_ns),
     F("latency.pcie_rtt_ns", "ns", 0, kMaxNs, lat.pcie_rtt_ns),
     F("latency.nic_pipeline_ns", "ns", 0, kMaxNs, lat.nic_pipeline_ns),

@@ -94,6 +94,10 @@ struct CpuParams {
   // window slot and time, the answer's latency sample, its bit in the exactly-once bitmap);
   // run_all.py calibrate measures it with rdmalab-bench's client code, the network taken out.
   double sequencer_client_answer_ns = 0;
+  // Host engine: an ECHO client's own work per answer beside its verbs (the answer's latency
+  // sample, the next request's number and time on the freed slot, the measured interval's
+  // check); measured as sequencer_client_answer_ns is.
+  double echo_client_answer_ns = 0;
   // Host engine: a poller's load of a line its peer's core just wrote (a WRITE-delivered
   // request or answer): one cross-core cache-line move, measured by a line ping-pong.
   double line_transfer_ns = 0;

@@ -157,7 +157,7 @@ Prediction PredictSequencer(const Point& pt, const Profile& prof) {
     a.mode = "atomics";
     a.verb = Verb(Opcode::kFaa, Transport::kRc, false, true);
     a.counters = 1;
-    return PredictAtomics(a, prof, SequencerClientWork(prof));
+    return PredictAtomics(a, prof, ClientAnswerWork(prof, cpu.sequencer_client_answer_ns));
   }
   bool spec = pt.design == "spec-s0";
   bool batched = pt.design != "herd-rpc" || pt.batching;
@@ -179,7 +179,7 @@ Prediction PredictSequencer(const Point& pt, const Profile& prof) {
     if (spec) req.header_only = true;
     c.Add(spec ? "inbound header-only SEND" : "inbound WRITE-UC request 16 B", Inbound(req, prof, wire), 1);
     if (!spec) c.Add("server loads the request's line", LineFetch(prof, true), 1);
-    c.Add("clients' own work per answer", SequencerClientWork(prof), 1);
+    c.Add("clients' own work per answer", ClientAnswerWork(prof, cpu.sequencer_client_answer_ns), 1);
     // response: 8-byte integer (Spec-S0: header-only with the lower 4 bytes as immediate)
     WrShape resp = Shape(Verb(Opcode::kSend, Transport::kUd, true), 8);
     resp.signaled = true;

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "benchmarks/bench/common.h"
+#include "benchmarks/bench/echo_client.h"
 #include "benchmarks/bench/modes.h"
 #include "benchmarks/bench/hot_loop.h"
 #include "benchmarks/bench/tput_plan.h"
@@ -32,7 +33,6 @@ constexpr std::uint32_t kImmClientShift = 16;  // a SEND request's immediate: cl
 constexpr std::uint32_t kMaxWindow = 1u << kImmClientShift;
 constexpr int kMaxClients = 1 << (32 - kImmClientShift);
 constexpr std::uint64_t kStopCheckMask = 0x3FF;  // spins between looks at the stop flag and the deadline
-constexpr std::uint64_t kFree = ~std::uint64_t{0};
 // The QP pairs between the server and a client (Session::ConnectQps); echo has no READ or atomic.
 constexpr std::uint32_t kRequestLink = 0;
 constexpr std::uint32_t kResponseLink = 1;
@@ -120,7 +120,7 @@ class EchoRun {
   void Respond(ServerThread& thread, std::uint32_t client, std::uint32_t slot, std::uint32_t size);
   void PostServerRecv(std::uint64_t buffer);
   void PostClientRecv(std::uint64_t buffer);
-  void PostRequest(std::uint32_t slot, std::uint64_t seq, std::uint32_t size);
+  void PostRequest(std::uint32_t slot, std::uint64_t seq, std::uint32_t size, std::uint64_t now);
   int CollectResponses(std::uint32_t size, std::uint32_t* slots);
   void CheckResponse(std::uint32_t slot, const std::uint8_t* data, std::uint32_t size);
   ResultRow MeasureClient(std::uint32_t size);
@@ -148,8 +148,7 @@ class EchoRun {
   RemoteRegion server_requests_;
   AhPtr server_ah_;
   std::uint32_t server_ud_qpn_ = 0;
-  std::vector<std::uint64_t> outstanding_;  // per window slot: the request's sequence number, or kFree
-  std::vector<std::uint64_t> posted_tsc_;
+  EchoClientWindow client_;  // the window and latency samples of the size being measured
   std::uint64_t checked_ = 0, bad_bytes_ = 0, bad_messages_ = 0;
 };
 
@@ -313,8 +312,6 @@ void EchoRun::SetupClient() {
       PostClientRecv(b);
     }
   }
-  outstanding_.assign(window, kFree);
-  posted_tsc_.assign(window, 0);
 }
 
 void EchoRun::PostServerRecv(std::uint64_t buffer) {
@@ -483,7 +480,7 @@ ResultRow EchoRun::ServeSize(std::size_t index, std::uint32_t size) {
 
 // ---- client ----
 
-void EchoRun::PostRequest(std::uint32_t slot, std::uint64_t seq, std::uint32_t size) {
+void EchoRun::PostRequest(std::uint32_t slot, std::uint64_t seq, std::uint32_t size, std::uint64_t now) {
   std::uint8_t* request = local_.data() + std::uint64_t{slot} * shape_.slot_bytes;
   if (o_.validate) FillPattern(request, size - 1, static_cast<std::uint32_t>(seq));
   request[size - 1] = Marker(seq);
@@ -509,11 +506,11 @@ void EchoRun::PostRequest(std::uint32_t slot, std::uint64_t seq, std::uint32_t s
   const int error_number = ibv_post_send(request_ring_.qp, &wr, &bad);
   if (error_number != 0) Fail("ibv_post_send (echo request): ", std::strerror(error_number));
   ++request_ring_.posted;
-  outstanding_[slot] = seq;
+  client_.Post(slot, seq, now);
 }
 
 void EchoRun::CheckResponse(std::uint32_t slot, const std::uint8_t* data, std::uint32_t size) {
-  const std::uint64_t seq = outstanding_[slot];
+  const std::uint64_t seq = client_.Sequence(slot);
   ++checked_;
   const std::uint64_t bad = PatternMismatches(data, size - 1, static_cast<std::uint32_t>(seq)) +
                             (data[size - 1] != Marker(seq));
@@ -527,7 +524,7 @@ int EchoRun::CollectResponses(std::uint32_t size, std::uint32_t* slots) {
   std::uint8_t* responses = local_.data() + std::uint64_t{shape_.window} * shape_.slot_bytes;
   if (shape_.response_write) {
     for (std::uint32_t slot = 0; slot < shape_.window; ++slot) {
-      if (outstanding_[slot] == kFree) continue;
+      if (!client_.Outstanding(slot)) continue;
       std::uint8_t* response = responses + std::uint64_t{slot} * shape_.recv_bytes;
       volatile std::uint8_t* last = response + size - 1;
       if (*last == 0) continue;
@@ -546,7 +543,7 @@ int EchoRun::CollectResponses(std::uint32_t size, std::uint32_t* slots) {
     const ibv_wc& wc = completions[i];
     if (wc.status != IBV_WC_SUCCESS) CompletionFailed(wc, "receiving echo responses");
     const std::uint32_t slot = wc.imm_data;
-    if (slot >= shape_.window || outstanding_[slot] == kFree) {
+    if (slot >= shape_.window || !client_.Outstanding(slot)) {
       Fail("echo response for window slot ", slot, ", which has no request outstanding (window ", shape_.window, ")");
     }
     const auto buffer = static_cast<std::uint32_t>(wc.wr_id);
@@ -577,36 +574,24 @@ ResultRow EchoRun::MeasureClient(std::uint32_t size) {
   row.latency_kind = "rtt";
   const std::uint32_t window = shape_.window;
   std::vector<std::uint32_t> arrived(std::max<std::uint32_t>(window, kPollBatch));
+  client_ = EchoClientWindow(window, clock, *row.latency_ns);
   std::uint64_t seq = 0;
   const std::uint64_t start = session_.clock().Now();
-  for (std::uint32_t slot = 0; slot < window; ++slot) {
-    posted_tsc_[slot] = session_.clock().Now();
-    PostRequest(slot, seq++, size);
-  }
+  for (std::uint32_t slot = 0; slot < window; ++slot) PostRequest(slot, seq++, size, session_.clock().Now());
   MeasuredInterval interval(start, warmup_ticks, duration_ticks, iterations);
-  std::uint64_t measured = 0, in_flight = window;
   std::uint64_t now = start;
-  while (in_flight > 0) {
+  while (client_.in_flight() > 0) {
     const int n = CollectResponses(size, arrived.data());
     now = session_.clock().Now();
     for (int i = 0; i < n; ++i) {
       const std::uint32_t slot = arrived[i];
-      if (interval.counting()) {
-        row.latency_ns->Record(clock.TicksToNs(now - posted_tsc_[slot]));
-        ++measured;
-      }
-      outstanding_[slot] = kFree;
-      --in_flight;
-      if (!interval.stopping()) {
-        posted_tsc_[slot] = session_.clock().Now();
-        PostRequest(slot, seq++, size);
-        ++in_flight;
-      }
+      client_.Answer(slot, now, interval.counting());
+      if (!interval.stopping()) PostRequest(slot, seq++, size, session_.clock().Now());
     }
-    interval.Update(now, measured, clock, row);
+    interval.Update(now, client_.measured(), clock, row);
     if (now >= deadline) {
-      Fail("--timeout ", o_.timeout_s, " s passed with ", in_flight, " echo requests unanswered (", measured,
-           " measured); is the server alive?");
+      Fail("--timeout ", o_.timeout_s, " s passed with ", client_.in_flight(), " echo requests unanswered (",
+           client_.measured(), " measured); is the server alive?");
     }
     if (g_abort.load(std::memory_order_relaxed)) Fail("aborted");
   }

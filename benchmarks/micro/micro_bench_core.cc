@@ -1,7 +1,8 @@
 // CPU costs inside rdmalab-bench's measurement loops that are not the provider's: a latency
 // sample (TSC read + histogram record) and a keyed READ's address (tput --distribution) must
 // stay a few ns so that doing them for every op does not change what is measured; a
-// sequencer client's work per answer is what the model charges those clients beside their verbs.
+// sequencer's or an ECHO client's work per answer is what the model charges those clients
+// beside their verbs.
 #include <benchmark/benchmark.h>
 
 #include <array>
@@ -10,6 +11,8 @@
 #include <random>
 #include <vector>
 
+#include "benchmarks/bench/echo_client.h"
+#include "benchmarks/bench/hot_loop.h"
 #include "benchmarks/bench/key_addresses.h"
 #include "benchmarks/bench/sequencer_client.h"
 #include "rdma/clock.h"
@@ -90,6 +93,38 @@ void BM_SequencerClientAnswer(benchmark::State& state) {
   state.SetItemsProcessed(static_cast<std::int64_t>(answers));
 }
 BENCHMARK(BM_SequencerClientAnswer)->Unit(benchmark::kMillisecond);
+
+// An ECHO client's own work per answer with the network taken out (the answers arrive in
+// request order, one per poll): the poll's clock read, the answer's latency sample, the next
+// request's number and time on the freed slot, the measured interval's check. One iteration is
+// kAnswers answers over rdmalab-bench's default window, as EchoRun::MeasureClient runs them.
+// `run_all.py calibrate` reads it as the model's cpu.echo_client_answer_ns.
+void BM_EchoClientAnswer(benchmark::State& state) {
+  constexpr std::uint32_t kWindow = 128;
+  constexpr std::uint64_t kAnswers = 200000;
+  const auto clock = rdmalab::TscClock::Calibrate(10);
+  std::uint64_t answers = 0;
+  for (auto _ : state) {
+    rdmalab::ResultRow row;
+    row.latency_ns = std::make_unique<rdmalab::LatencyHistogram>();
+    rdmalab::bench::EchoClientWindow client(kWindow, clock, *row.latency_ns);
+    std::uint64_t seq = 0;
+    const std::uint64_t start = clock.Now();
+    for (std::uint32_t slot = 0; slot < kWindow; ++slot) client.Post(slot, seq++, clock.Now());
+    rdmalab::bench::MeasuredInterval interval(start, 0, 0, kAnswers);
+    std::uint32_t oldest = 0;
+    while (client.in_flight() > 0) {
+      const std::uint64_t now = clock.Now();
+      const std::uint32_t slot = oldest++ % kWindow;
+      client.Answer(slot, now, interval.counting());
+      if (!interval.stopping()) client.Post(slot, seq++, clock.Now());
+      interval.Update(now, client.measured(), clock, row);
+    }
+    answers += seq;
+  }
+  state.SetItemsProcessed(static_cast<std::int64_t>(answers));
+}
+BENCHMARK(BM_EchoClientAnswer)->Unit(benchmark::kMillisecond);
 
 }  // namespace
 

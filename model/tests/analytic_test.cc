@@ -284,6 +284,28 @@ TEST(HostEngine, ASequencerClientPaysItsOwnWorkPerAnswer) {
   }
 }
 
+// An ECHO client's own work per answer (cpu.echo_client_answer_ns) is the peers' time on a
+// host engine, whatever the verbs; nothing on a device NIC.
+TEST(HostEngine, AnEchoClientPaysItsOwnWorkPerAnswer) {
+  nlohmann::json roles = {{"server", 1}, {"client", 2}};
+  for (const char* request : {"write", "send"}) {
+    SCOPED_TRACE(request);
+    nlohmann::json echo = {{"request", request}, {"response", "send"}, {"connection", "RC"},
+                           {"response_connection", "UD"}, {"size", 32}, {"threads", 1}};
+    Profile h = HostEngine();
+    h.cpu.echo_client_answer_ns = 0;
+    Prediction bare = Eval(echo, "echo", h, roles);
+    h.cpu.echo_client_answer_ns = 35;
+    Prediction p = Eval(echo, "echo", h, roles);
+    EXPECT_NEAR(p.per_op.peer_ns - bare.per_op.peer_ns, 35, 1e-9);
+    EXPECT_NEAR(p.per_op.cpu_ns, bare.per_op.cpu_ns, 1e-9);
+    Profile cx3 = LoadProfile("cx3", DefaultProfileDir());
+    double device = Eval(echo, "echo", cx3, roles).mops;
+    cx3.cpu.echo_client_answer_ns = 1000;
+    EXPECT_DOUBLE_EQ(Eval(echo, "echo", cx3, roles).mops, device);
+  }
+}
+
 // A request or answer delivered by WRITE is loaded by its poller from the writer's core: one
 // cache-line move at the server for the request, one at the client for a WRITE response.
 TEST(HostEngine, AWriteDeliveredMessageCostsItsPollerALineTransfer) {

@@ -117,13 +117,15 @@ kMicroCore = kRoot / "build" / "bin" / "rdmalab-micro-bench-core"
 @pytest.mark.skipif(not (kMicro.exists() and kPingpong.exists() and kMicroCore.exists()),
                     reason="micro benchmarks not built")
 def test_the_host_facts_are_measured_by_micro_benchmarks_that_run_no_system(tmp_path):
-    """A kv client's own CPU per request, a sequencer client's per answer and a cross-core line
-    move: measured (about 3 s), kept as files, named by their sources; never fitted."""
+    """A kv client's own CPU per request, a sequencer's and an ECHO client's per answer and a
+    cross-core line move: measured (about 4 s), kept as files, named by their sources; never fitted."""
     facts = calibrate.host_measurements(kMicro.parent, tmp_path)
-    assert set(facts) == {"cpu.client_request_ns", "cpu.sequencer_client_answer_ns", "cpu.line_transfer_ns"}
+    assert set(facts) == {"cpu.client_request_ns", "cpu.sequencer_client_answer_ns", "cpu.echo_client_answer_ns",
+                          "cpu.line_transfer_ns"}
     assert all(1 < f["value"] < 10_000 for f in facts.values()), facts
     assert all(f["source"].startswith("measured:") and str(tmp_path) in f["source"] for f in facts.values())
-    assert (tmp_path / "client_request.json").is_file() and (tmp_path / "sequencer_client_answer.json").is_file()
+    assert all((tmp_path / f"{name}.json").is_file()
+               for name in ("client_request", "sequencer_client_answer", "echo_client_answer"))
     assert len(list(tmp_path.glob("line_transfer.*.json"))) == 5
 
 
