@@ -1,6 +1,8 @@
 // The analytic bottleneck model: each resource limits where the papers say it does.
 #include <gtest/gtest.h>
 
+#include <vector>
+
 #include "model/analytic.h"
 
 namespace rdmalab::model {
@@ -257,52 +259,43 @@ TEST(HostEngine, AKvClientPaysItsOwnWorkAndEveryReadsCompletion) {
   EXPECT_DOUBLE_EQ(Eval(get_only, "kv", cx3, roles).mops, device);
 }
 
-// A sequencer client does its own work per answer beside its verbs (the window slot, the
-// latency sample, the exactly-once bitmap: cpu.sequencer_client_answer_ns): on a host engine
-// the peers' time in every design, the atomics one included (no server thread takes part, so
-// there it sets the rate with the atomics' engine time); a device NIC's clients do not limit.
-TEST(HostEngine, ASequencerClientPaysItsOwnWorkPerAnswer) {
+// A sequencer's or an ECHO client's own work per answer beside its verbs (the window slot,
+// the latency sample, a sequencer's exactly-once bitmap: cpu.sequencer_client_answer_ns,
+// cpu.echo_client_answer_ns): on a host engine the peers' time in every design and for any
+// verbs, the atomics sequencer included (no server thread takes part, so there it sets the
+// rate with the atomics' engine time); a device NIC's clients do not limit.
+TEST(HostEngine, AClientPaysItsOwnWorkPerAnswer) {
+  struct Case {
+    const char* mode;
+    nlohmann::json params;
+    double CpuParams::*answer_ns;
+  };
+  std::vector<Case> cases;
+  for (const char* design : {"herd-rpc", "herd-rpc-batch", "herd-rpc-mq", "spec-s0", "atomics"})
+    cases.push_back({"sequencer", {{"design", design}, {"threads", 1}, {"batch", 16}, {"count", 400000}},
+                     &CpuParams::sequencer_client_answer_ns});
+  for (const char* request : {"write", "send"})
+    cases.push_back({"echo", {{"request", request}, {"response", "send"}, {"connection", "RC"},
+                              {"response_connection", "UD"}, {"size", 32}, {"threads", 1}},
+                     &CpuParams::echo_client_answer_ns});
   nlohmann::json roles = {{"server", 1}, {"client", 2}};
-  for (const char* design : {"herd-rpc", "herd-rpc-batch", "herd-rpc-mq", "spec-s0", "atomics"}) {
-    SCOPED_TRACE(design);
-    nlohmann::json seq = {{"design", design}, {"threads", 1}, {"batch", 16}, {"count", 400000}};
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.params.dump());
     Profile h = HostEngine();
-    h.cpu.sequencer_client_answer_ns = 0;
-    Prediction bare = Eval(seq, "sequencer", h, roles);
-    h.cpu.sequencer_client_answer_ns = 90;
-    Prediction p = Eval(seq, "sequencer", h, roles);
+    h.cpu.*c.answer_ns = 0;
+    Prediction bare = Eval(c.params, c.mode, h, roles);
+    h.cpu.*c.answer_ns = 90;
+    Prediction p = Eval(c.params, c.mode, h, roles);
     EXPECT_NEAR(p.per_op.peer_ns - bare.per_op.peer_ns, 90, 1e-9);
     EXPECT_NEAR(p.per_op.cpu_ns, bare.per_op.cpu_ns, 1e-9);  // the server's threads do none of it
-    if (std::string(design) == "atomics") {
+    if (c.params.value("design", "") == "atomics") {
       EXPECT_EQ(p.bottleneck, "nic_rx");
       EXPECT_LT(p.mops, bare.mops);
     }
     Profile cx3 = LoadProfile("cx3", DefaultProfileDir());
-    double device = Eval(seq, "sequencer", cx3, roles).mops;
-    cx3.cpu.sequencer_client_answer_ns = 1000;
-    EXPECT_DOUBLE_EQ(Eval(seq, "sequencer", cx3, roles).mops, device);
-  }
-}
-
-// An ECHO client's own work per answer (cpu.echo_client_answer_ns) is the peers' time on a
-// host engine, whatever the verbs; nothing on a device NIC.
-TEST(HostEngine, AnEchoClientPaysItsOwnWorkPerAnswer) {
-  nlohmann::json roles = {{"server", 1}, {"client", 2}};
-  for (const char* request : {"write", "send"}) {
-    SCOPED_TRACE(request);
-    nlohmann::json echo = {{"request", request}, {"response", "send"}, {"connection", "RC"},
-                           {"response_connection", "UD"}, {"size", 32}, {"threads", 1}};
-    Profile h = HostEngine();
-    h.cpu.echo_client_answer_ns = 0;
-    Prediction bare = Eval(echo, "echo", h, roles);
-    h.cpu.echo_client_answer_ns = 35;
-    Prediction p = Eval(echo, "echo", h, roles);
-    EXPECT_NEAR(p.per_op.peer_ns - bare.per_op.peer_ns, 35, 1e-9);
-    EXPECT_NEAR(p.per_op.cpu_ns, bare.per_op.cpu_ns, 1e-9);
-    Profile cx3 = LoadProfile("cx3", DefaultProfileDir());
-    double device = Eval(echo, "echo", cx3, roles).mops;
-    cx3.cpu.echo_client_answer_ns = 1000;
-    EXPECT_DOUBLE_EQ(Eval(echo, "echo", cx3, roles).mops, device);
+    double device = Eval(c.params, c.mode, cx3, roles).mops;
+    cx3.cpu.*c.answer_ns = 1000;
+    EXPECT_DOUBLE_EQ(Eval(c.params, c.mode, cx3, roles).mops, device);
   }
 }
 
