@@ -474,7 +474,8 @@ Prediction Echo(const Point& pt, const Profile& prof, const WireParams& wire) {
   if (req.op == Opcode::kWrite) d += LineFetch(prof, true);
   if (resp.op == Opcode::kWrite) d += LineFetch(prof, false);
   if (req.signaled) d += PeerWork(prof, 1.0 / std::max<uint32_t>(pt.cq_mod, 1));  // the client polls its requests' completions
-  d += ClientAnswerWork(prof, prof.cpu.echo_client_answer_ns);
+  Demand client = ClientAnswerWork(prof, prof.cpu.echo_client_answer_ns);
+  d += client;
   uint32_t peers = pt.clients ? pt.clients : 1;
   if (IsConnected(req.transport)) d += QpCacheMisses(peers, prof, true);
   Engagement e;
@@ -488,7 +489,7 @@ Prediction Echo(const Point& pt, const Profile& prof, const WireParams& wire) {
   }
   Prediction p = Solve(d, prof, wire, e);
   p.parts = {{"inbound request " + VerbName(pt.request), in}, {"outbound response " + VerbName(pt.response), out},
-             {"server CPU work", app}};
+             {"server CPU work", app}, {"clients' own work per answer", client}};
   p.lat_us = lat_us;
   return p;
 }

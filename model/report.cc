@@ -192,13 +192,20 @@ std::string Explain(const Point& pt, const Profile& prof, const Prediction& p) {
     DescribeWr(o, "response " + VerbName(pt.response), Shape(pt.response, pt.size_B), 1, pt.cq_mod, prof, wire);
   }
   o << "\nper-operation breakdown (one operation = the sum of these parts, weighted):\n";
-  o << "  part                                                   h2d MMIO  h2d DMA    d2h   link tx  link rx  NIC tx  NIC rx   CPU\n";
-  o << "                                                              B        B       B        B        B      ns      ns     ns\n";
+  // A host engine's peers do work beside the WRs they post (completions, SENDs they receive,
+  // a client's own work per request or answer): its own column, absent on a device NIC.
+  const bool peers = prof.nic.host_engine;
+  o << "  part                                                   h2d MMIO  h2d DMA    d2h   link tx  link rx  NIC tx  NIC rx   CPU"
+    << (peers ? "  peers" : "") << "\n";
+  o << "                                                              B        B       B        B        B      ns      ns     ns"
+    << (peers ? "     ns" : "") << "\n";
   auto line = [&](const std::string& name, const Demand& d) {
     char buf[256];
-    std::snprintf(buf, sizeof buf, "  %-52s %8.1f %8.1f %7.1f %8.1f %8.1f %7.2f %7.2f %6.1f\n", name.substr(0, 52).c_str(),
+    std::snprintf(buf, sizeof buf, "  %-52s %8.1f %8.1f %7.1f %8.1f %8.1f %7.2f %7.2f %6.1f", name.substr(0, 52).c_str(),
                   d.h2d_mmio_B, d.h2d_dma_B, d.d2h_B, d.link_tx_B, d.link_rx_B, d.nic_tx_ns, d.nic_rx_ns, d.cpu_ns);
     o << buf;
+    if (peers) o << Fmt(" %6.1f", d.peer_ns);
+    o << "\n";
   };
   for (const auto& [name, d] : p.parts) line(name, d);
   line("= per operation", p.per_op);
