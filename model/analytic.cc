@@ -489,7 +489,8 @@ Prediction Echo(const Point& pt, const Profile& prof, const WireParams& wire) {
   }
   Prediction p = Solve(d, prof, wire, e);
   p.parts = {{"inbound request " + VerbName(pt.request), in}, {"outbound response " + VerbName(pt.response), out},
-             {"server CPU work", app}, {"clients' own work per answer", client}};
+             {"server CPU work", app}};
+  if (prof.nic.host_engine) p.parts.push_back({"clients' own work per answer", client});
   p.lat_us = lat_us;
   return p;
 }
