@@ -200,18 +200,18 @@ struct FastMessageSlots {
 // was refilled twice per change (HERD's worker: ~26 instructions a response at 5% PUTs).
 struct FastMessageWays {
   FastMessageSlots way[2];
-  // The way that holds `requester_key`, else way 0 emptied, its shape kept as way 1 (the
-  // slow count then fills it). An empty way 0 stays where it is: a cached post that missed
-  // emptied it, and the general path that takes the post asks again.
+  // Way 0, made to hold the shape of `requester_key` if way 1 did (the two swap, so that
+  // the common shape stays in way 0 and is found by one compare), else emptied, its shape
+  // kept as way 1 (the slow count then fills it). An empty way 0 stays where it is: a
+  // cached post that missed emptied it, and the general path that takes the post asks again.
   [[gnu::always_inline]] FastMessageSlots& For(uint64_t requester_key, uint32_t to_device) {
-    if (__builtin_expect(way[0].Hold(requester_key, to_device), 1)) return way[0];
-    return ForCold(requester_key, to_device);
-  }
-  [[gnu::noinline]] FastMessageSlots& ForCold(uint64_t requester_key, uint32_t to_device) {
-    if (way[1].Hold(requester_key, to_device)) return way[1];
-    if (way[0].key != 0) way[1] = way[0];
-    way[0] = FastMessageSlots{};
+    if (__builtin_expect(!way[0].Hold(requester_key, to_device), 0)) ForCold(requester_key, to_device);
     return way[0];
+  }
+  [[gnu::noinline]] void ForCold(uint64_t requester_key, uint32_t to_device) {
+    FastMessageSlots other = way[1];
+    if (way[0].key != 0) way[1] = way[0];
+    way[0] = other.Hold(requester_key, to_device) ? other : FastMessageSlots{};
   }
 };
 
