@@ -40,6 +40,12 @@ std::uint32_t RecvDepth(const Options& o) {
 struct SharedResponses {
   CqPtr cq;
   std::vector<HerdTransport*> members;
+  // Whether the last poll found the CQ drained, and the polls skipped since: the client
+  // core polls its clients in turn, so after a poll that drained the CQ the next
+  // members - 1 polls skip it (an answer waits at most one turn), whichever clients are
+  // still polled (a client that finished is not).
+  bool drained = false;
+  std::uint32_t skipped = 0;
 };
 constexpr int kMemberShift = 48, kQpShift = 32;
 
@@ -219,9 +225,16 @@ int HerdTransport::Poll(Response* out, int max) {
     Deliver(pending_[pending_head_++ & (pending_.size() - 1)], out[n]);
   }
   if (n == max) return n;
+  if (shared_->drained && shared_->skipped + 1 < shared_->members.size()) {
+    ++shared_->skipped;
+    return n;
+  }
   ibv_wc completions[kPollBatch];
-  const int polled = ibv_poll_cq(shared_->cq.get(), std::min(max - n, kPollBatch), completions);
+  const int wanted = std::min(max - n, kPollBatch);
+  const int polled = ibv_poll_cq(shared_->cq.get(), wanted, completions);
   if (polled < 0) Fail("ibv_poll_cq failed on HERD's response CQ");
+  shared_->drained = polled < wanted;
+  shared_->skipped = 0;
   for (int i = 0; i < polled; ++i) {
     const ibv_wc& wc = completions[i];
     if (wc.status != IBV_WC_SUCCESS) CompletionFailed(wc, "receiving HERD responses");
