@@ -4,7 +4,7 @@
 // RECVs are re-posted in batches of kRecvRefill. The clients of one client thread share
 // one response CQ: a client's poll takes every answer there, keeps its own and hands the
 // others' to their clients' pending queues, so a thread of N clients polls one CQ where it
-// polled N (most of them empty while the server was busy: ~50 instructions each).
+// polled N (most of them empty while the server was busy).
 #include <infiniband/verbs.h>
 
 #include <bit>
