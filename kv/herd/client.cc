@@ -87,16 +87,10 @@ class HerdTransport {
   std::vector<QpPtr> ud_qps_;  // one per worker
   SendRing ring_;
   std::uint32_t max_inline_ = 0;
-  // Per window slot: the request as it is written, in whole cache lines of the largest
-  // request (1 KB apart, every client's staging lines fell into the same 4 L1 sets).
-  Region staging_;
-  std::uint32_t staging_stride_ = 0;
+  Region staging_;    // per window slot: the request as it is written
   Region responses_;  // per worker QP: recv_depth_ buffers of buffer_bytes_
   std::uint32_t recv_depth_ = 0;
   std::uint32_t buffer_bytes_ = 0;
-  // Per QP and buffer, its RECV, built once: a re-post only chains them.
-  std::vector<ibv_recv_wr> recv_wrs_;
-  std::vector<ibv_sge> recv_sges_;
   std::vector<std::vector<std::uint32_t>> consumed_;  // per QP: buffers to re-post
   std::uint32_t consumed_since_refill_ = 0;           // over every QP: whether to look at them
   // The request WRITE's fixed fields, set once: a post fills in what changes.
@@ -129,24 +123,10 @@ HerdTransport::HerdTransport(Session& session, std::uint32_t client, std::shared
   ud.type = IBV_QPT_UD;
   ud.send_depth = 1;
   ud.recv_depth = recv_depth_;
-  staging_stride_ = (RequestBytes(static_cast<std::uint32_t>(o_.value_size)) + kCacheLineBytes - 1) / kCacheLineBytes *
-                    kCacheLineBytes;
-  staging_ = MakeRegion(session, std::size_t{layout_.window} * staging_stride_, o_.use_hugepages);
+  staging_ = MakeRegion(session, std::size_t{layout_.window} * kSlotBytes, o_.use_hugepages);
   buffer_bytes_ = ResponseBufferBytes(static_cast<std::uint32_t>(o_.value_size));
   responses_ = MakeRegion(session, std::size_t{layout_.workers} * recv_depth_ * buffer_bytes_, o_.use_hugepages);
   consumed_.resize(layout_.workers);
-  recv_wrs_.resize(std::size_t{layout_.workers} * recv_depth_);
-  recv_sges_.resize(recv_wrs_.size());
-  for (std::uint32_t s = 0; s < layout_.workers; ++s) {
-    for (std::uint32_t b = 0; b < recv_depth_; ++b) {
-      const std::size_t i = std::size_t{s} * recv_depth_ + b;
-      recv_sges_[i] = {reinterpret_cast<std::uintptr_t>(responses_.data()) + i * buffer_bytes_, buffer_bytes_,
-                       responses_.mr->lkey};
-      recv_wrs_[i].wr_id = std::uint64_t{member_} << kMemberShift | std::uint64_t{s} << kQpShift | b;
-      recv_wrs_[i].sg_list = &recv_sges_[i];
-      recv_wrs_[i].num_sge = 1;
-    }
-  }
   std::vector<std::uint32_t> all(recv_depth_);
   for (std::uint32_t i = 0; i < recv_depth_; ++i) all[i] = i;
   for (std::uint32_t s = 0; s < layout_.workers; ++s) {
@@ -179,11 +159,26 @@ void HerdTransport::Connect(const json& server_uc, const RemoteRegion& region) {
 }
 
 void HerdTransport::PostRecvs(std::uint32_t qp, const std::uint32_t* buffers, std::uint32_t count) {
-  if (count == 0) return;
-  ibv_recv_wr* const first = &recv_wrs_[std::size_t{qp} * recv_depth_];
-  for (std::uint32_t i = 0; i + 1 < count; ++i) first[buffers[i]].next = &first[buffers[i + 1]];
-  first[buffers[count - 1]].next = nullptr;
-  PostRecvOrFail(ud_qps_[qp].get(), &first[buffers[0]], "HERD response buffers");
+  // Built on the stack, kRecvRefill at a time: WRs kept per buffer cost the client more
+  // L1 misses (writing their links, softnic reading them) than building them costs.
+  ibv_recv_wr wrs[kRecvRefill];
+  ibv_sge sges[kRecvRefill];
+  for (std::uint32_t done = 0; done < count;) {
+    const std::uint32_t n = std::min(kRecvRefill, count - done);
+    for (std::uint32_t i = 0; i < n; ++i) {
+      const std::uint32_t b = buffers[done + i];
+      sges[i].addr = reinterpret_cast<std::uintptr_t>(responses_.data()) +
+                     (std::uint64_t{qp} * recv_depth_ + b) * buffer_bytes_;
+      sges[i].length = buffer_bytes_;
+      sges[i].lkey = responses_.mr->lkey;
+      wrs[i].wr_id = std::uint64_t{member_} << kMemberShift | std::uint64_t{qp} << kQpShift | b;
+      wrs[i].sg_list = &sges[i];
+      wrs[i].num_sge = 1;
+      wrs[i].next = i + 1 < n ? &wrs[i + 1] : nullptr;
+    }
+    PostRecvOrFail(ud_qps_[qp].get(), wrs, "HERD response buffers");
+    done += n;
+  }
 }
 
 void HerdTransport::Send(const Request& request) {
@@ -194,7 +189,7 @@ void HerdTransport::Send(const Request& request) {
   const std::uint32_t w = SlotOf(request.id);
   const std::uint32_t worker = Partition(request.key, layout_.workers);
   const std::uint32_t bytes = RequestBytes(request.value_bytes);
-  std::uint8_t* slot_end = staging_.data() + std::size_t{w + 1} * staging_stride_;
+  std::uint8_t* slot_end = staging_.data() + std::size_t{w + 1} * kSlotBytes;
   EncodeRequest(slot_end, request.key, request.id, request.value, static_cast<std::uint16_t>(request.value_bytes));
   write_sge_.addr = reinterpret_cast<std::uintptr_t>(slot_end - bytes);
   write_sge_.length = bytes;
