@@ -67,6 +67,33 @@ struct WorkerStats {
   }
 };
 
+// A value into a response: up to 64 bytes by fixed-size moves that overlap (no read or
+// write outside [0, bytes)), longer ones by memcpy. A libc memcpy of a length it must
+// dispatch on cost a response ~21 instructions; HERD's values are tens of bytes.
+inline void CopyValue(std::uint8_t* out, const std::uint8_t* in, std::uint32_t bytes) {
+  auto move = [&](std::uint32_t at, auto word) {
+    std::memcpy(&word, in + at, sizeof word);
+    std::memcpy(out + at, &word, sizeof word);
+  };
+  struct Bytes16 {
+    std::uint64_t lo, hi;
+  };
+  if (bytes >= 16 && bytes <= 32) {
+    move(0, Bytes16{});
+    move(bytes - 16, Bytes16{});
+  } else if (bytes > 32 && bytes <= 64) {
+    move(0, Bytes16{});
+    move(16, Bytes16{});
+    move(bytes - 32, Bytes16{});
+    move(bytes - 16, Bytes16{});
+  } else if (bytes >= 8 && bytes < 16) {
+    move(0, std::uint64_t{});
+    move(bytes - 8, std::uint64_t{});
+  } else if (bytes != 0) {
+    std::memcpy(out, in, bytes);
+  }
+}
+
 // One request in the pipeline.
 struct Item {
   RequestKind kind = RequestKind::kEmpty;  // kEmpty: a no-op
@@ -300,7 +327,7 @@ bool Worker::BuildResponse(const Item& item, std::uint32_t count) {
   static_assert(std::endian::native == std::endian::little, "the response header is built as one word");
   const std::uint64_t header = item.request.id | std::uint64_t{item.status} << 32 | std::uint64_t{len} << 48;
   std::memcpy(staged, &header, kResponseHeaderBytes);
-  if (len != 0) std::memcpy(staged + kResponseHeaderBytes, item.value, len);
+  CopyValue(staged + kResponseHeaderBytes, item.value, len);
   sge.addr = reinterpret_cast<std::uintptr_t>(staged);
   sge.length = kResponseHeaderBytes + len;
   wr.wr_id = ring.WrId(seq);
