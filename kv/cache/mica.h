@@ -79,8 +79,9 @@ class MicaCache {
   bool Put(const KeyHash& key, const std::uint8_t* value, std::uint32_t bytes);
 
   // Stage 2 of a GET: checks that the entry is still intact (a Put between stages may have
-  // written over it) and holds this exact key. On a hit, *value points into the log and
-  // stays valid until the next Put.
+  // written over it) and holds this exact key. `ref` must come from FindAndPrefetch(key):
+  // the entry's tag bits are vouched for by the index slot that matched there. On a hit,
+  // *value points into the log and stays valid until the next Put.
   bool Read(LogRef ref, const KeyHash& key, const std::uint8_t** value, std::uint32_t* bytes) const;
 
   bool Get(const KeyHash& key, const std::uint8_t** value, std::uint32_t* bytes) const {
