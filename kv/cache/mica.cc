@@ -71,7 +71,7 @@ LogRef MicaCache::FindAndPrefetch(const KeyHash& key) const {
   for (const std::uint64_t slot : bucket.slots) {
     const std::uint64_t offset = slot & kOffsetMask;
     if ((slot >> kTagShift) != tag || !Live(offset)) continue;
-    // The header and a 32-byte value span at most two lines; longer values stream in.
+    // A 32-byte value's entry spans at most two lines; longer values stream in.
     const std::uint8_t* entry = EntryAt(offset);
     __builtin_prefetch(entry);
     __builtin_prefetch(entry + kBucketBytes);
@@ -84,12 +84,16 @@ bool MicaCache::Read(LogRef ref, const KeyHash& key, const std::uint8_t** value,
   if (ref.offset == kNoEntry || !Live(ref.offset)) return false;
   const std::uint8_t* entry = EntryAt(ref.offset);
   KeyHash stored;
-  std::memcpy(&stored, entry, kEntryKeyBytes);
-  if (!(stored == key)) return false;
-  std::uint16_t length;
-  std::memcpy(&length, entry + kEntryKeyBytes, kEntryLengthBytes);
+  std::memcpy(&stored, entry, sizeof(KeyHash));
+  // The index slot that led here matched the key's tag (FindAndPrefetch); the entry was
+  // written by the PUT that set that slot, so its key had the same tag: the other 112
+  // bits and the tag-zero bit decide.
+  const std::uint64_t tag_zero = (key.lo >> kTagShift) == 0 ? kTagZeroBit : 0;
+  if (((stored.lo ^ key.lo) & kOffsetMask) != 0 || stored.hi != key.hi || (stored.lo & kTagZeroBit) != tag_zero) {
+    return false;
+  }
   *value = entry + kEntryHeaderBytes;
-  *bytes = length;
+  *bytes = static_cast<std::uint32_t>(stored.lo >> kTagShift) & ((1u << kLengthBits) - 1);
   ++stats_.get_hits;
   return true;
 }
@@ -102,11 +106,7 @@ bool MicaCache::Put(const KeyHash& key, const std::uint8_t* value, std::uint32_t
   }
   const std::uint64_t entry_bytes =
       (kEntryHeaderBytes + bytes + kEntryAlignBytes - 1) / kEntryAlignBytes * kEntryAlignBytes;
-  // An entry that fits in a cache line never straddles two (a GET then misses once, not
-  // twice; 56-byte entries of 32-byte values crossed a line 6 times in 8), and no entry
-  // straddles the log's end: skip the rest of the line, or of the log.
-  const std::uint64_t in_line = tail_ & (kLineBytes - 1);
-  if (entry_bytes <= kLineBytes && in_line + entry_bytes > kLineBytes) tail_ += kLineBytes - in_line;
+  // Entries are packed (mica.h says why); none straddles the log's end: skip the rest of it.
   const std::uint64_t position = tail_ & log_mask_;
   if (position + entry_bytes > config_.log_bytes) tail_ += config_.log_bytes - position;
   const std::uint64_t offset = tail_ & kOffsetMask;
@@ -114,9 +114,8 @@ bool MicaCache::Put(const KeyHash& key, const std::uint8_t* value, std::uint32_t
   // The value first, with memmove: a caller may PUT a value it got from this log, and
   // the new entry may overlap it.
   if (bytes != 0) std::memmove(entry + kEntryHeaderBytes, value, bytes);
-  std::memcpy(entry, &key, kEntryKeyBytes);
-  const auto length = static_cast<std::uint16_t>(bytes);
-  std::memcpy(entry + kEntryKeyBytes, &length, kEntryLengthBytes);
+  const KeyHash stored{StoredLo(key, bytes), key.hi};
+  std::memcpy(entry, &stored, sizeof(KeyHash));
   tail_ += entry_bytes;
 
   // One pass over the bucket: the slot of the same tag, else the first free (empty or

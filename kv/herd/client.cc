@@ -1,9 +1,13 @@
 // HERD's client transport: a request is one UC WRITE into the client's slot of the
 // worker that owns the key (Partition of the keyhash), inline up to 256 bytes, signaled
 // one in --cq-mod; answers arrive as UD SENDs on the client's QP for that worker, whose
-// RECVs are re-posted in batches of kRecvRefill.
+// RECVs are re-posted in batches of kRecvRefill. The clients of one client thread share
+// one response CQ: a client's poll takes every answer there, keeps its own and hands the
+// others' to their clients' pending queues, so a thread of N clients polls one CQ where it
+// polled N (most of them empty while the server was busy).
 #include <infiniband/verbs.h>
 
+#include <bit>
 #include <memory>
 #include <vector>
 
@@ -21,9 +25,33 @@ namespace {
 
 using nlohmann::json;
 
+class HerdTransport;
+
+// RECVs per worker QP of a client. Enough that the receive queue never runs dry: buffers
+// consumed wait for the next Poll (up to kRecvRefill - 1, plus that Poll's kPollBatch) and
+// are re-posted only then (the values they hold are read until then); the window's answers,
+// and a refill's worth of duplicates from retries, may arrive meanwhile.
+std::uint32_t RecvDepth(const Options& o) {
+  return static_cast<std::uint32_t>(o.window) + kPollBatch + 2 * kRecvRefill;
+}
+
+// The response CQ of one client thread's clients, and the clients (a RECV's wr_id names its
+// client by its place here, the worker QP and the buffer).
+struct SharedResponses {
+  CqPtr cq;
+  std::vector<HerdTransport*> members;
+  // Whether the last poll found the CQ drained, and the polls skipped since: the client
+  // core polls its clients in turn, so after a poll that drained the CQ the next
+  // members - 1 polls skip it (an answer waits at most one turn), whichever clients are
+  // still polled (a client that finished is not).
+  bool drained = false;
+  std::uint32_t skipped = 0;
+};
+constexpr int kMemberShift = 48, kQpShift = 32;
+
 class HerdTransport {
  public:
-  HerdTransport(Session& session, std::uint32_t client);
+  HerdTransport(Session& session, std::uint32_t client, std::shared_ptr<SharedResponses> shared);
   json Describe() const;
   void Connect(const json& server_uc, const RemoteRegion& region);
 
@@ -33,15 +61,28 @@ class HerdTransport {
   int Poll(Response* out, int max);
 
  private:
+  // An answer that arrived in buffer `buffer` of worker QP `qp`, not yet handed out.
+  struct Arrived {
+    std::uint32_t qp, buffer, byte_len;
+  };
   void Send(const Request& request);
   void PostRecvs(std::uint32_t qp, const std::uint32_t* buffers, std::uint32_t count);
+  // `arrived` into `r`, its buffer consumed (re-posted once the value was read).
+  void Deliver(const Arrived& arrived, Response& r);
 
   Session& session_;
   const Options& o_;
   std::uint32_t client_;
   RegionLayout layout_;
   RemoteRegion region_;
-  CqPtr send_cq_, recv_cq_;
+  // Declared before the QPs that use its CQ, so that it outlives them.
+  std::shared_ptr<SharedResponses> shared_;
+  std::uint32_t member_ = 0;  // this client's place in shared_->members
+  // Answers another client's poll took for this one: a ring holding as many as there are
+  // RECVs (a power of two).
+  std::vector<Arrived> pending_;
+  std::uint64_t pending_head_ = 0, pending_tail_ = 0;
+  CqPtr send_cq_;
   QpPtr uc_qp_;
   std::vector<QpPtr> ud_qps_;  // one per worker
   SendRing ring_;
@@ -57,25 +98,23 @@ class HerdTransport {
   ibv_sge write_sge_{};
 };
 
-HerdTransport::HerdTransport(Session& session, std::uint32_t client)
-    : session_(session), o_(session.options()), client_(client) {
+HerdTransport::HerdTransport(Session& session, std::uint32_t client, std::shared_ptr<SharedResponses> shared)
+    : session_(session), o_(session.options()), client_(client), shared_(std::move(shared)) {
   const Device& device = session.device();
   layout_.workers = static_cast<std::uint32_t>(o_.workers);
   layout_.window = static_cast<std::uint32_t>(o_.window);
   const std::uint32_t depth = static_cast<std::uint32_t>(o_.cq_mod + o_.window);
-  // Enough that the receive queue never runs dry: buffers consumed wait for the next Poll
-  // (up to kRecvRefill - 1, plus that Poll's kPollBatch) and are re-posted only then (the
-  // values they hold are read until then); the window's answers, and a refill's worth of
-  // duplicates from retries, may arrive meanwhile.
-  recv_depth_ = static_cast<std::uint32_t>(o_.window) + kPollBatch + 2 * kRecvRefill;
+  recv_depth_ = RecvDepth(o_);
   send_cq_ = CreateCq(device, static_cast<int>(depth));
-  recv_cq_ = CreateCq(device, static_cast<int>(recv_depth_ * layout_.workers));
+  member_ = static_cast<std::uint32_t>(shared_->members.size());
+  shared_->members.push_back(this);
+  pending_.resize(std::bit_ceil(recv_depth_ * layout_.workers));
   QpCaps uc;
   uc.type = IBV_QPT_UC;
   uc.send_depth = depth;
   uc.recv_depth = 1;
   uc.inline_bytes = kMaxInlineRequestBytes;
-  uc_qp_ = CreateQp(device, session.pd(), send_cq_.get(), recv_cq_.get(), uc);
+  uc_qp_ = CreateQp(device, session.pd(), send_cq_.get(), shared_->cq.get(), uc);
   max_inline_ = uc.inline_bytes;
   ring_.qp = uc_qp_.get();
   ring_.depth = depth;
@@ -91,7 +130,7 @@ HerdTransport::HerdTransport(Session& session, std::uint32_t client)
   std::vector<std::uint32_t> all(recv_depth_);
   for (std::uint32_t i = 0; i < recv_depth_; ++i) all[i] = i;
   for (std::uint32_t s = 0; s < layout_.workers; ++s) {
-    ud_qps_.push_back(CreateQp(device, session.pd(), send_cq_.get(), recv_cq_.get(), ud));
+    ud_qps_.push_back(CreateQp(device, session.pd(), send_cq_.get(), shared_->cq.get(), ud));
     ActivateUdQp(ud_qps_.back().get(), device, 0);
     PostRecvs(s, all.data(), recv_depth_);
     consumed_[s].reserve(recv_depth_);
@@ -120,6 +159,8 @@ void HerdTransport::Connect(const json& server_uc, const RemoteRegion& region) {
 }
 
 void HerdTransport::PostRecvs(std::uint32_t qp, const std::uint32_t* buffers, std::uint32_t count) {
+  // Built on the stack, kRecvRefill at a time: WRs kept per buffer cost the client more
+  // L1 misses (writing their links, softnic reading them) than building them costs.
   ibv_recv_wr wrs[kRecvRefill];
   ibv_sge sges[kRecvRefill];
   for (std::uint32_t done = 0; done < count;) {
@@ -130,7 +171,7 @@ void HerdTransport::PostRecvs(std::uint32_t qp, const std::uint32_t* buffers, st
                      (std::uint64_t{qp} * recv_depth_ + b) * buffer_bytes_;
       sges[i].length = buffer_bytes_;
       sges[i].lkey = responses_.mr->lkey;
-      wrs[i].wr_id = (std::uint64_t{qp} << 32) | b;
+      wrs[i].wr_id = std::uint64_t{member_} << kMemberShift | std::uint64_t{qp} << kQpShift | b;
       wrs[i].sg_list = &sges[i];
       wrs[i].num_sge = 1;
       wrs[i].next = i + 1 < n ? &wrs[i + 1] : nullptr;
@@ -141,6 +182,9 @@ void HerdTransport::PostRecvs(std::uint32_t qp, const std::uint32_t* buffers, st
 }
 
 void HerdTransport::Send(const Request& request) {
+  // Retire request WRITEs once a signaled one may have completed (done here, once a
+  // request, rather than on every poll of the response CQ, most of which find nothing).
+  if (ring_.Outstanding() > ring_.signal_every) ReapSends(send_cq_.get(), &ring_, "HERD requests");
   while (!ring_.HasRoom(1)) ReapSends(send_cq_.get(), &ring_, "HERD requests");
   const std::uint32_t w = SlotOf(request.id);
   const std::uint32_t worker = Partition(request.key, layout_.workers);
@@ -171,29 +215,53 @@ int HerdTransport::Poll(Response* out, int max) {
       consumed_since_refill_ += static_cast<std::uint32_t>(consumed_[s].size());
     }
   }
+  int n = 0;
+  for (; n < max && pending_head_ != pending_tail_; ++n) {
+    Deliver(pending_[pending_head_++ & (pending_.size() - 1)], out[n]);
+  }
+  if (n == max) return n;
+  if (shared_->drained && shared_->skipped + 1 < shared_->members.size()) {
+    ++shared_->skipped;
+    return n;
+  }
   ibv_wc completions[kPollBatch];
-  const int n = ibv_poll_cq(recv_cq_.get(), std::min(max, kPollBatch), completions);
-  if (n < 0) Fail("ibv_poll_cq failed on HERD's response CQ");
-  for (int i = 0; i < n; ++i) {
+  const int wanted = std::min(max - n, kPollBatch);
+  const int polled = ibv_poll_cq(shared_->cq.get(), wanted, completions);
+  if (polled < 0) Fail("ibv_poll_cq failed on HERD's response CQ");
+  shared_->drained = polled < wanted;
+  shared_->skipped = 0;
+  for (int i = 0; i < polled; ++i) {
     const ibv_wc& wc = completions[i];
     if (wc.status != IBV_WC_SUCCESS) CompletionFailed(wc, "receiving HERD responses");
-    const std::uint32_t qp = static_cast<std::uint32_t>(wc.wr_id >> 32);
-    const std::uint32_t b = static_cast<std::uint32_t>(wc.wr_id);
-    consumed_[qp].push_back(b);
-    ++consumed_since_refill_;
-    const std::uint8_t* message = responses_.data() + (std::uint64_t{qp} * recv_depth_ + b) * buffer_bytes_ + kUdGrhBytes;
-    Response& r = out[i];
-    std::memcpy(&r.id, message, 4);
-    std::uint16_t len = 0;
-    std::memcpy(&len, message + 6, 2);
-    const std::uint32_t received = wc.byte_len >= kUdGrhBytes + kResponseHeaderBytes ? wc.byte_len - kUdGrhBytes - kResponseHeaderBytes : 0;
-    r.found = message[4] == kHit || message[4] == kStored;
-    r.value = message + kResponseHeaderBytes;
-    r.value_bytes = std::min<std::uint32_t>(len, received);
+    const auto member = static_cast<std::uint32_t>(wc.wr_id >> kMemberShift);
+    const Arrived arrived{static_cast<std::uint32_t>(wc.wr_id >> kQpShift) & 0xFFFF, static_cast<std::uint32_t>(wc.wr_id),
+                          wc.byte_len};
+    if (member == member_) {
+      Deliver(arrived, out[n++]);
+      continue;
+    }
+    HerdTransport& owner = *shared_->members[member];
+    if (owner.pending_tail_ - owner.pending_head_ == owner.pending_.size()) {
+      Fail("HERD client ", owner.client_, ": more answers pending than RECVs posted");
+    }
+    owner.pending_[owner.pending_tail_++ & (owner.pending_.size() - 1)] = arrived;
   }
-  // Keep the send queue moving: its signaled completions retire request WRITEs.
-  if (ring_.Outstanding() > ring_.signal_every) ReapSends(send_cq_.get(), &ring_, "HERD requests");
   return n;
+}
+
+void HerdTransport::Deliver(const Arrived& arrived, Response& r) {
+  consumed_[arrived.qp].push_back(arrived.buffer);
+  ++consumed_since_refill_;
+  const std::uint8_t* message =
+      responses_.data() + (std::uint64_t{arrived.qp} * recv_depth_ + arrived.buffer) * buffer_bytes_ + kUdGrhBytes;
+  std::memcpy(&r.id, message, 4);
+  std::uint16_t len = 0;
+  std::memcpy(&len, message + 6, 2);
+  const std::uint32_t received =
+      arrived.byte_len >= kUdGrhBytes + kResponseHeaderBytes ? arrived.byte_len - kUdGrhBytes - kResponseHeaderBytes : 0;
+  r.found = message[4] == kHit || message[4] == kStored;
+  r.value = message + kResponseHeaderBytes;
+  r.value_bytes = std::min<std::uint32_t>(len, received);
 }
 
 }  // namespace
@@ -204,8 +272,16 @@ Report RunHerdClient(Session& session) {
   const Options& o = session.options();
   std::vector<std::unique_ptr<herd::HerdTransport>> transports;
   json clients = json::array();
+  // One response CQ per client thread, for the clients RunClientProcess gives it (j % threads).
+  std::vector<std::shared_ptr<herd::SharedResponses>> shared(o.threads);
+  for (int t = 0; t < o.threads; ++t) {
+    const int members = (o.clients - t + o.threads - 1) / o.threads;
+    shared[t] = std::make_shared<herd::SharedResponses>();
+    shared[t]->cq = CreateCq(session.device(), members * herd::RecvDepth(o) * o.workers);
+  }
   for (int j = 0; j < o.clients; ++j) {
-    transports.push_back(std::make_unique<herd::HerdTransport>(session, GlobalClientId(session, j)));
+    transports.push_back(
+        std::make_unique<herd::HerdTransport>(session, GlobalClientId(session, j), shared[j % o.threads]));
     clients.push_back(transports.back()->Describe());
   }
   session.Put("herd", {{"address", ToJson(Endpoint{0, 0, session.address()})}, {"clients", clients}});

@@ -67,6 +67,33 @@ struct WorkerStats {
   }
 };
 
+// A value into a response: up to 64 bytes by fixed-size moves that overlap (no read or
+// write outside [0, bytes)), longer ones by memcpy. A libc memcpy of a length it must
+// dispatch on cost a response ~21 instructions; HERD's values are tens of bytes.
+inline void CopyValue(std::uint8_t* out, const std::uint8_t* in, std::uint32_t bytes) {
+  auto move = [&](std::uint32_t at, auto word) {
+    std::memcpy(&word, in + at, sizeof word);
+    std::memcpy(out + at, &word, sizeof word);
+  };
+  struct Bytes16 {
+    std::uint64_t lo, hi;
+  };
+  if (bytes >= 16 && bytes <= 32) {
+    move(0, Bytes16{});
+    move(bytes - 16, Bytes16{});
+  } else if (bytes > 32 && bytes <= 64) {
+    move(0, Bytes16{});
+    move(16, Bytes16{});
+    move(bytes - 32, Bytes16{});
+    move(bytes - 16, Bytes16{});
+  } else if (bytes >= 8 && bytes < 16) {
+    move(0, std::uint64_t{});
+    move(bytes - 8, std::uint64_t{});
+  } else if (bytes != 0) {
+    std::memcpy(out, in, bytes);
+  }
+}
+
 // One request in the pipeline.
 struct Item {
   RequestKind kind = RequestKind::kEmpty;  // kEmpty: a no-op
@@ -100,8 +127,10 @@ class alignas(64) Worker {
   // Fills the next send WR (a response) into wrs_[count]; returns false when the item needs none.
   bool BuildResponse(const Item& item, std::uint32_t count);
   void PostResponses(std::uint32_t count);
-  // The request in `slot` (kSlotBytes) of `client` into `item`, the slot cleared; kEmpty if none.
-  void Detect(std::uint8_t* slot, std::uint32_t client, Item& item);
+  // The request in `slot` (kSlotBytes) of `client` into `item`; kEmpty if none, or dropped
+  // (malformed, torn). Returns whether the slot held one (its polled byte set): the caller
+  // then clears the slot (ClearRequest) before the request's answer.
+  bool Detect(std::uint8_t* slot, std::uint32_t client, Item& item);
   std::uint8_t* SlotOf(std::uint32_t client, std::uint32_t w) const;
   void ServeOneByOne(const std::atomic<bool>& stop);
   void ServeBatched(const std::atomic<bool>& stop);
@@ -298,7 +327,7 @@ bool Worker::BuildResponse(const Item& item, std::uint32_t count) {
   static_assert(std::endian::native == std::endian::little, "the response header is built as one word");
   const std::uint64_t header = item.request.id | std::uint64_t{item.status} << 32 | std::uint64_t{len} << 48;
   std::memcpy(staged, &header, kResponseHeaderBytes);
-  if (len != 0) std::memcpy(staged + kResponseHeaderBytes, item.value, len);
+  CopyValue(staged + kResponseHeaderBytes, item.value, len);
   sge.addr = reinterpret_cast<std::uintptr_t>(staged);
   sge.length = kResponseHeaderBytes + len;
   wr.wr_id = ring.WrId(seq);
@@ -329,10 +358,9 @@ std::uint8_t* Worker::SlotOf(std::uint32_t client, std::uint32_t w) const {
   return region_ + server_.layout_.Slot(id_, client, w) * kSlotStrideBytes;
 }
 
-void Worker::Detect(std::uint8_t* slot, std::uint32_t client, Item& item) {
+bool Worker::Detect(std::uint8_t* slot, std::uint32_t client, Item& item) {
   item.kind = ParseRequest(slot, id_, server_.layout_.workers, &item.request, item.value_copy);
-  if (item.kind == RequestKind::kEmpty) return;
-  ClearRequest(slot);
+  if (item.kind == RequestKind::kEmpty) return false;
   item.client = client;
   item.status = kMiss;
   item.value = nullptr;
@@ -342,6 +370,7 @@ void Worker::Detect(std::uint8_t* slot, std::uint32_t client, Item& item) {
     ++(item.kind == RequestKind::kMalformed ? stats_.malformed : stats_.torn);
     item.kind = RequestKind::kEmpty;
   }
+  return true;
 }
 
 void Worker::ServeOneByOne(const std::atomic<bool>& stop) {
@@ -378,8 +407,9 @@ void Worker::ServeOneByOne(const std::atomic<bool>& stop) {
     Item& fresh = pipeline[next];
     bool found = RequestPresent(polled);
     if (found) {
-      Detect(polled, polled_client, fresh);
+      Detect(polled, polled_client, fresh);  // the polled byte is set: a request, or one to drop
       found = fresh.kind != RequestKind::kEmpty;  // malformed and torn requests are dropped
+      if (!found) ClearRequest(polled);
     }
     if (!found) {
       ++empty_polls;
@@ -400,6 +430,13 @@ void Worker::ServeOneByOne(const std::atomic<bool>& stop) {
     Item& oldest = pipeline[newest == 0 ? kPipelineDepth - 1 : newest - 1];
     Stage2(oldest);
     if (BuildResponse(oldest, 0)) PostResponses(1);
+    // The fresh request's slot is cleared after the oldest's answer, not before: the post's
+    // locked instructions wait for every earlier store, and the store to the slot waits
+    // for the line the client holds (its WRITE put it there), a cross-core round trip on
+    // the answer's path. The fresh request is answered two pushes from now, so its client
+    // writes nothing into the slot until then, and the sweep comes back to it only after
+    // this turn.
+    if (found) ClearRequest(polled);
     oldest.kind = RequestKind::kEmpty;  // answered: an idle pipeline is then seen as empty
     Stage1(pipeline[newest]);
     Stage0(fresh);
@@ -420,7 +457,8 @@ void Worker::ServeBatched(const std::atomic<bool>& stop) {
     for (std::uint32_t c = 0; c < layout.clients && n < most; ++c) {
       for (std::uint32_t k = 0; k < layout.window; ++k) {
         const std::uint32_t w = (next_w[c] + k) % layout.window;
-        Detect(SlotOf(c, w), c, batch[n]);
+        std::uint8_t* const slot = SlotOf(c, w);
+        if (Detect(slot, c, batch[n])) ClearRequest(slot);  // this sweep answers it
         if (batch[n].kind == RequestKind::kEmpty) continue;
         next_w[c] = (w + 1) % layout.window;
         Stage0(batch[n]);

@@ -245,6 +245,13 @@ class Ring {
     __builtin_prefetch(Slot(header_->dequeue_pos.load(std::memory_order_relaxed) & mask_));
   }
 
+  // Whether a pop would find nothing now, as TryPopMany decides it (the oldest entry not yet
+  // published): a consumer busy-polling an empty ring learns it from one slot's sequence.
+  [[gnu::always_inline]] bool SeemsEmpty() const {
+    uint64_t pos = header_->dequeue_pos.load(std::memory_order_relaxed);
+    return static_cast<int64_t>(Slot(pos & mask_)->sequence.load(std::memory_order_acquire) - (pos + 1)) < 0;
+  }
+
   // Raises the producers' free-space cache to `dequeued`, a dequeue count known to have
   // been reached (with happens-before to that pop, e.g. through its completion). A racing
   // update may leave the cache lower: it is a lower bound either way.

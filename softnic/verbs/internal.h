@@ -287,9 +287,15 @@ struct WrBatch {
 struct SoftQp {
   ibv_qp_ex ex;  // its prefix is struct ibv_qp
   // Indexed by the WR's IBV_SEND_SIGNALED: a sender signaling one WR in n (perftest's cq_mod)
-  // alternates two shapes, and one route would be refilled twice per n posts.
-  std::array<WriteRoute, 2> write_routes;
+  // alternates two shapes, and one route would be refilled twice per n posts. Two per value
+  // (the last route filled, and the one before it): a key-value client WRITEs GETs and PUTs
+  // of two sizes, and one route was refilled twice per PUT (~25 instructions a request of
+  // HERD's client at 5% PUTs).
+  std::array<WriteRoute, 4> write_routes;
   WriteRoute& RouteFor(uint32_t send_flags) { return write_routes[(send_flags & IBV_SEND_SIGNALED) != 0]; }
+  WriteRoute& PreviousRouteFor(uint32_t send_flags) {
+    return write_routes[2 + ((send_flags & IBV_SEND_SIGNALED) != 0)];
+  }
   SoftContext* context;
   uint32_t device_index;
   QpEntry* entry;

@@ -723,8 +723,11 @@ template <typename Result, typename FastPath>
   route.peer_incarnation = peer.owner_incarnation;
   route.signaled = signaled;
   route.needs_lock = needs_lock;
-  route.counts = qp->shape_cursors.fast_write[signaled];
-  qp->RouteFor(wr.send_flags) = route;
+  route.counts = qp->shape_cursors.fast_write[signaled].For(
+      FastWriteKey(qp, sge.length, (wr.send_flags & IBV_SEND_INLINE) != 0, signaled), qp->connected.device);
+  WriteRoute& last = qp->RouteFor(wr.send_flags);
+  if (last.epoch != WriteRoute::kEmpty) qp->PreviousRouteFor(wr.send_flags) = last;
+  last = route;
 }
 
 // The end of a cached WRITE whose CQE found its CQ full or with a completion channel.
@@ -750,7 +753,9 @@ template <typename Result, typename FastPath>
   const FabricHeader& fabric = *runtime->fabric();
   CachedWrite result = PostExclusively(qp, *runtime, CachedWrite::kNotTaken, [&](bool alone) __attribute__((always_inline)) {
     uint64_t epoch = fabric.control_epoch.load(std::memory_order_acquire);
-    CachedWrite taken = PostCachedWrite(qp, fabric, *wr);
+    CachedWrite taken = alone ? PostRoutedWrite(qp, qp->PreviousRouteFor(wr->send_flags), *wr) : CachedWrite::kNotTaken;
+    if (taken != CachedWrite::kNotTaken) return taken;
+    taken = PostCachedWrite(qp, fabric, *wr);
     if (taken != CachedWrite::kNotTaken) FillWriteRoute(qp, fabric, *wr, epoch, !alone);
     return taken;
   });
@@ -762,6 +767,7 @@ template <typename Result, typename FastPath>
   SoftQp* qp = ToSoft(ibqp);
   LockQpInline(qp);
   CachedWrite result = PostRoutedWrite(qp, route, *wr);
+  if (result == CachedWrite::kNotTaken) result = PostRoutedWrite(qp, qp->PreviousRouteFor(wr->send_flags), *wr);
   UnlockQpInline(qp);
   if (result == CachedWrite::kNotTaken) return PostUnroutedWrite(ibqp, wr, bad_wr);
   return FinishCachedWrite(qp, result);

@@ -120,8 +120,9 @@ uint8_t* TranslateIntoCache(Runtime* runtime, uint32_t device, uint32_t key, uin
 
   uint32_t slot = ++qp->sq_posted;
   bool signaled = qp->signal_all || (send_flags & IBV_SEND_SIGNALED);
+  uint64_t key = FastWriteKey(qp, sge.length, inline_data, signaled);
   uint32_t wqe_bytes = CountFastMessage(
-      FastWriteKey(qp, sge.length, inline_data, signaled), qp->device_index, peer.device,
+      key, qp->device_index, peer.device,
       [&] {
         model::WrShape wqe;
         wqe.op = model::Opcode::kWrite;
@@ -129,7 +130,7 @@ uint8_t* TranslateIntoCache(Runtime* runtime, uint32_t device, uint32_t key, uin
         wqe.inline_data = inline_data;
         return WqeBytes(wqe);  // RC and UC WRITEs have the same WQE header
       },
-      post == nullptr, qp->shape_cursors.fast_write[signaled], [&] { return at.lane(); });
+      post == nullptr, qp->shape_cursors.fast_write[signaled].For(key, peer.device), [&] { return at.lane(); });
   if (post != nullptr) post->Add(wqe_bytes);
   if (signaled) PushSendCompletion(qp, wr_id, IBV_WC_RDMA_WRITE, IBV_WC_SUCCESS, sge.length, slot);
   return FastResult::kDone;
@@ -169,9 +170,10 @@ enum class CachedWrite : uint8_t {
   const uint8_t* source = inline_data ? reinterpret_cast<const uint8_t*>(sge.addr)
                                       : LookupKey(qp->local_key, sge.lkey, sge.addr, bytes);
   bool signaled = qp->signal_all || (send_flags & IBV_SEND_SIGNALED);
-  FastMessageSlots& slots = qp->shape_cursors.fast_write[signaled];
-  if (remote == nullptr || source == nullptr ||
-      !slots.Hold(FastWriteKey(qp, bytes, inline_data, signaled), qp->connected.device)) {
+  uint64_t key = FastWriteKey(qp, bytes, inline_data, signaled);
+  if (remote == nullptr || source == nullptr) return CachedWrite::kNotTaken;
+  FastMessageSlots& slots = qp->shape_cursors.fast_write[signaled].For(key, qp->connected.device);
+  if (!slots.Hold(key, qp->connected.device)) {
     return CachedWrite::kNotTaken;
   }
   if (bytes != 0) CopyOrderedSingle(remote, source, bytes);
@@ -340,7 +342,8 @@ struct UdAddress {
   uint32_t wqe_bytes =
       CountFastMessage(key, qp->device_index, peer->device,
                        [&] { return WqeBytes(ModeledShape(qp, opcode, send_flags, sge.length, 1)); },
-                       post == nullptr, qp->shape_cursors.fast_send[signaled], [&] { return at.lane(); });
+                       post == nullptr, qp->shape_cursors.fast_send[signaled].For(key, peer->device),
+                       [&] { return at.lane(); });
   if (post != nullptr) post->Add(wqe_bytes);
   if (signaled) PushSendCompletion(qp, wr_id, IBV_WC_SEND, IBV_WC_SUCCESS, sge.length, slot);
   return FastResult::kDone;

@@ -96,13 +96,13 @@ TEST(MicaCache, FifoEvictionByLogWrap) {
 
 TEST(MicaCache, WrapKeepsEveryEntryWhole) {
   // A 4 KiB log: the newest entries a lap holds survive (the pad at each wrap fills the
-  // rest of a lap; entries of up to 64 B fill each 64-byte line with as many as fit),
-  // every one readable whole, the one before them gone.
+  // rest of a lap; an entry is the 16-byte key and the value, padded to 8 bytes), every one
+  // readable whole, the one before them gone.
   struct Case {
     std::uint32_t value_bytes, survivors;
   };
-  for (const Case c : {Case{1000, 4096 / 1024}, Case{900, 4096 / 920}, Case{600, 4096 / 624},
-                       Case{1, 4096 / 64 * (64 / 24)}, Case{32, 4096 / 64}}) {
+  for (const Case c : {Case{1000, 4096 / 1016}, Case{900, 4096 / 920}, Case{600, 4096 / 616},
+                       Case{1, 4096 / 24}, Case{32, 4096 / 48}}) {
     MicaCache cache(SmallConfig(10, 4096));
     const std::uint64_t survivors = c.survivors;
     for (std::uint64_t key = 0; key < 3 * survivors + 5; ++key) {
@@ -118,22 +118,46 @@ TEST(MicaCache, WrapKeepsEveryEntryWhole) {
   }
 }
 
-TEST(MicaCache, EntryOfALineOrLessNeverCrossesOne) {
-  // A GET of such an entry reads one cache line: its header and value lie in one line of
-  // the log, for every size up to a line and every alignment the sizes before it left.
+TEST(MicaCache, EntriesArePackedWithTheLengthInTheKeysTagBits) {
+  // A 32-byte value's entry is 48 bytes (no length field: it rides in the key's tag bits),
+  // so PUTs append 0.75 cache lines each; every length reads back as written.
   MicaCache cache(SmallConfig(12, 1 << 20));
-  const std::uint32_t line = MicaCache::kLineBytes;
-  std::uint64_t key = 0;
-  for (std::uint32_t round = 0; round < 8; ++round) {
-    for (std::uint32_t bytes = 0; MicaCache::kEntryHeaderBytes + bytes <= line; ++bytes, ++key) {
-      ASSERT_TRUE(Put(cache, key, ValueOf(key, 0, bytes)));
-      const std::uint8_t* value = nullptr;
-      std::uint32_t length = 0;
-      ASSERT_TRUE(cache.Get(KeyHashOf(key), &value, &length));
-      const auto entry = static_cast<std::uint64_t>(value - MicaCache::kEntryHeaderBytes - cache.log_memory());
-      EXPECT_LE(entry % line + MicaCache::kEntryHeaderBytes + bytes, line) << bytes << "-byte value at " << entry;
+  const std::uint8_t* previous = nullptr;
+  for (std::uint64_t key = 0; key < 64; ++key) {
+    ASSERT_TRUE(Put(cache, key, ValueOf(key, 0, 32)));
+    const std::uint8_t* value = nullptr;
+    std::uint32_t length = 0;
+    ASSERT_TRUE(cache.Get(KeyHashOf(key), &value, &length));
+    EXPECT_EQ(length, 32u);
+    if (previous != nullptr) {
+      EXPECT_EQ(value - previous, 48) << key;
     }
+    previous = value;
   }
+  for (std::uint32_t bytes = 0; bytes <= kMaxValueBytes; ++bytes) {
+    const std::uint64_t key = 1000 + bytes;
+    ASSERT_TRUE(Put(cache, key, ValueOf(key, 1, bytes)));
+    EXPECT_EQ(Lookup(cache, key), ValueOf(key, 1, bytes)) << bytes;
+  }
+}
+
+TEST(MicaCache, KeysWhoseTagBitsAre0And1AreTwoKeys) {
+  // Both take slot tag 1, and their entries hold neither's tag bits: the entry's tag-zero
+  // bit tells them apart, so neither reads the other's value.
+  MicaCache cache(SmallConfig(10, 1 << 16));
+  const KeyHash zero{0x0000123456789abcull, 0x0123456789abcdefull};
+  const KeyHash one{zero.lo | std::uint64_t{1} << MicaCache::kTagShift, zero.hi};
+  const std::vector<std::uint8_t> a(32, 0xa), b(32, 0xb);
+  const std::uint8_t* value = nullptr;
+  std::uint32_t length = 0;
+  ASSERT_TRUE(cache.Put(zero, a.data(), 32));
+  EXPECT_FALSE(cache.Get(one, &value, &length));
+  ASSERT_TRUE(cache.Get(zero, &value, &length));
+  EXPECT_EQ(std::vector<std::uint8_t>(value, value + length), a);
+  ASSERT_TRUE(cache.Put(one, b.data(), 32));  // takes the slot of the same tag
+  EXPECT_FALSE(cache.Get(zero, &value, &length));
+  ASSERT_TRUE(cache.Get(one, &value, &length));
+  EXPECT_EQ(std::vector<std::uint8_t>(value, value + length), b);
 }
 
 TEST(MicaCache, LossyIndexKeepsTheNewestEight) {
@@ -216,19 +240,21 @@ TEST(MicaCache, AnEntryImageInsideANewerValueIsNotAHit) {
   constexpr std::uint64_t kLogBytes = 4096;
   MicaCache cache(SmallConfig(10, kLogBytes));
   ASSERT_TRUE(Put(cache, 100, std::vector<std::uint8_t>(46, 0)));  // entry [0, 64)
-  ASSERT_TRUE(Put(cache, 1, ValueOf(1, 1, 32)));                   // the victim: [64, 120)
-  // 32-byte entries up to the last one that fits before the end: the next entry wraps.
-  for (std::uint64_t i = 0; i < (kLogBytes - 120) / 32; ++i) ASSERT_TRUE(Put(cache, 200 + i, ValueOf(200 + i, 0, 8)));
+  ASSERT_TRUE(Put(cache, 1, ValueOf(1, 1, 32)));                   // the victim: [64, 112)
+  // 24-byte entries (8-byte values) up to the log's end: the next entry wraps.
+  for (std::uint64_t i = 0; i < (kLogBytes - 112) / 24; ++i) ASSERT_TRUE(Put(cache, 200 + i, ValueOf(200 + i, 0, 8)));
   ASSERT_TRUE(Hits(cache, 100) && Hits(cache, 1)) << "the lap is not full yet";
-  // The first entry of the new lap, at 0; its value starts at 18 and covers the victim's 64.
+  // The first entry of the new lap, at 0; its value starts at 16 and covers the victim's 64.
   std::vector<std::uint8_t> forged(200, 0);
   const KeyHash victim = KeyHashOf(1);
-  const std::uint16_t length = 32;
+  // The victim's key as its entry stores it: the length (32) in the tag bits.
+  const KeyHash image{(victim.lo & MicaCache::kOffsetMask) | std::uint64_t{32} << MicaCache::kTagShift |
+                          ((victim.lo >> MicaCache::kTagShift) == 0 ? MicaCache::kTagZeroBit : 0),
+                      victim.hi};
   const auto stale_value = ValueOf(1, 0, 32);
-  constexpr std::size_t kImageAt = 64 - 18;
-  std::memcpy(forged.data() + kImageAt, &victim, sizeof victim);
-  std::memcpy(forged.data() + kImageAt + 16, &length, sizeof length);
-  std::memcpy(forged.data() + kImageAt + 18, stale_value.data(), stale_value.size());
+  constexpr std::size_t kImageAt = 64 - 16;
+  std::memcpy(forged.data() + kImageAt, &image, sizeof image);
+  std::memcpy(forged.data() + kImageAt + 16, stale_value.data(), stale_value.size());
   ASSERT_TRUE(Put(cache, 400, forged));
   ASSERT_EQ(Lookup(cache, 400), forged);
   EXPECT_FALSE(Hits(cache, 1)) << "key 1's stale slot read a forged entry inside key 400's value";
