@@ -200,9 +200,7 @@ int PolledNothing(SoftCq* cq) {
 // A poll of up to `entries` completions, taken kCqesPerClaim at a time. Each entry goes
 // from its ring slot straight into the caller's ibv_wc, as PollOneReady's: a claim that
 // fails leaves the retry to rewrite them (a 56-byte copy to the stack per entry fewer).
-[[gnu::noinline]] int PollMany(SoftCq* cq, int entries, ibv_wc* wc) {
-  Runtime* runtime = Runtime::Get();
-  if (runtime->stalled_count.load(std::memory_order_relaxed) != 0) runtime->ProgressStalled();
+[[gnu::noinline]] int PollMany(Runtime* runtime, SoftCq* cq, int entries, ibv_wc* wc) {
   if (__builtin_expect(cq->purge_count.load(std::memory_order_relaxed) != 0, 0)) {
     return PollManyPurging(runtime, cq, entries, wc);
   }
@@ -226,14 +224,18 @@ int PolledNothing(SoftCq* cq) {
 int PollCqOp(ibv_cq* ibcq, int entries, ibv_wc* wc) {
   SoftCq* cq = ToSoft(ibcq);
   if (entries == 1) return PollOne(cq, wc);
-  // A busy-polled empty CQ (a client with several CQs polls most of them empty) is answered
-  // from the head slot's sequence, without PollMany's frame and its batch buffer: an empty
-  // poll cost ~70 instructions, HERD's client polled 5 per request on a loaded host.
   Runtime* runtime = Runtime::IfReady();
-  if (runtime != nullptr && runtime->stalled_count.load(std::memory_order_relaxed) == 0 && cq->ring.SeemsEmpty()) {
+  if (runtime == nullptr || runtime->stalled_count.load(std::memory_order_relaxed) != 0) {
+    // as PollOne's ProgressThenPollOne: the runtime made if need be, stalled QPs retried
+    runtime = Runtime::Get();
+    runtime->ProgressStalled();
+  } else if (cq->ring.SeemsEmpty()) {
+    // A busy-polled empty CQ (a client with several CQs polls most of them empty) is answered
+    // from the head slot's sequence, without PollMany's frame and its batch buffer: an empty
+    // poll cost ~70 instructions, HERD's client polled 5 per request on a loaded host.
     return PolledNothing(cq);
   }
-  return PollMany(cq, entries, wc);
+  return PollMany(runtime, cq, entries, wc);
 }
 
 // Only a completion added after this raises an event (ibv_req_notify_cq(3), rxe): programs
