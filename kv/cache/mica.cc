@@ -64,40 +64,6 @@ MicaCache::MicaCache(const MicaConfig& config)
       buckets_(static_cast<Bucket*>(bucket_memory_.get())),
       log_(static_cast<std::uint8_t*>(log_memory_.get())) {}
 
-LogRef MicaCache::FindAndPrefetch(const KeyHash& key) const {
-  ++stats_.gets;
-  const Bucket& bucket = buckets_[BucketIndex(key)];
-  const std::uint64_t tag = TagOf(key);
-  for (const std::uint64_t slot : bucket.slots) {
-    const std::uint64_t offset = slot & kOffsetMask;
-    if ((slot >> kTagShift) != tag || !Live(offset)) continue;
-    // A 32-byte value's entry spans at most two lines; longer values stream in.
-    const std::uint8_t* entry = EntryAt(offset);
-    __builtin_prefetch(entry);
-    __builtin_prefetch(entry + kBucketBytes);
-    return LogRef{offset};
-  }
-  return LogRef{};
-}
-
-bool MicaCache::Read(LogRef ref, const KeyHash& key, const std::uint8_t** value, std::uint32_t* bytes) const {
-  if (ref.offset == kNoEntry || !Live(ref.offset)) return false;
-  const std::uint8_t* entry = EntryAt(ref.offset);
-  KeyHash stored;
-  std::memcpy(&stored, entry, sizeof(KeyHash));
-  // The index slot that led here matched the key's tag (FindAndPrefetch); the entry was
-  // written by the PUT that set that slot, so its key had the same tag: the other 112
-  // bits and the tag-zero bit decide.
-  const std::uint64_t tag_zero = (key.lo >> kTagShift) == 0 ? kTagZeroBit : 0;
-  if (((stored.lo ^ key.lo) & kOffsetMask) != 0 || stored.hi != key.hi || (stored.lo & kTagZeroBit) != tag_zero) {
-    return false;
-  }
-  *value = entry + kEntryHeaderBytes;
-  *bytes = static_cast<std::uint32_t>(stored.lo >> kTagShift) & ((1u << kLengthBits) - 1);
-  ++stats_.get_hits;
-  return true;
-}
-
 bool MicaCache::Put(const KeyHash& key, const std::uint8_t* value, std::uint32_t bytes) {
   ++stats_.puts;
   if (bytes > kMaxValueBytes) {

@@ -22,6 +22,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <memory>
 
 #include "kv/workload/keyhash.h"
@@ -133,5 +134,40 @@ class MicaCache {
   std::uint64_t tail_ = 0;  // absolute offset of the next append, not wrapped
   mutable Stats stats_;     // counted by const lookups too: the owner thread is the only reader
 };
+
+// Inline: a HERD worker runs both once a GET, between its other per-request steps.
+inline LogRef MicaCache::FindAndPrefetch(const KeyHash& key) const {
+  ++stats_.gets;
+  const Bucket& bucket = buckets_[BucketIndex(key)];
+  const std::uint64_t tag = TagOf(key);
+  for (const std::uint64_t slot : bucket.slots) {
+    const std::uint64_t offset = slot & kOffsetMask;
+    if ((slot >> kTagShift) != tag || !Live(offset)) continue;
+    // A 32-byte value's entry spans at most two lines; longer values stream in.
+    const std::uint8_t* entry = EntryAt(offset);
+    __builtin_prefetch(entry);
+    __builtin_prefetch(entry + kBucketBytes);
+    return LogRef{offset};
+  }
+  return LogRef{};
+}
+
+inline bool MicaCache::Read(LogRef ref, const KeyHash& key, const std::uint8_t** value, std::uint32_t* bytes) const {
+  if (ref.offset == kNoEntry || !Live(ref.offset)) return false;
+  const std::uint8_t* entry = EntryAt(ref.offset);
+  KeyHash stored;
+  std::memcpy(&stored, entry, sizeof(KeyHash));
+  // The index slot that led here matched the key's tag (FindAndPrefetch); the entry was
+  // written by the PUT that set that slot, so its key had the same tag: the other 112
+  // bits and the tag-zero bit decide.
+  const std::uint64_t tag_zero = (key.lo >> kTagShift) == 0 ? kTagZeroBit : 0;
+  if (((stored.lo ^ key.lo) & kOffsetMask) != 0 || stored.hi != key.hi || (stored.lo & kTagZeroBit) != tag_zero) {
+    return false;
+  }
+  *value = entry + kEntryHeaderBytes;
+  *bytes = static_cast<std::uint32_t>(stored.lo >> kTagShift) & ((1u << kLengthBits) - 1);
+  ++stats_.get_hits;
+  return true;
+}
 
 }  // namespace rdmalab::kv

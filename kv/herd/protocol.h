@@ -105,13 +105,12 @@ inline bool RequestPresent(const std::uint8_t* slot) {
   return *static_cast<const volatile std::uint8_t*>(slot + kSlotBytes - 1) != 0;
 }
 
-// Reads the slot that starts at `slot` (kSlotBytes long), copying the value to `value_copy`
-// (kMaxValueBytes). kEmpty when the polled byte is 0. Anything else is a request, or
+// Reads the slot that starts at `slot` (kSlotBytes long), whose polled byte was seen set
+// (RequestPresent), copying the value to `value_copy` (kMaxValueBytes): a request, or
 // malformed (LEN beyond kMaxValueBytes, an all-zero keyhash below the polled byte, a key of
 // another worker's partition), or torn (the check word disagrees). Never reads outside the slot.
-inline RequestKind ParseRequest(const std::uint8_t* slot, std::uint32_t worker, std::uint32_t workers,
-                                ParsedRequest* out, std::uint8_t* value_copy) {
-  if (!RequestPresent(slot)) return RequestKind::kEmpty;
+inline RequestKind ParsePresentRequest(const std::uint8_t* slot, std::uint32_t worker, std::uint32_t workers,
+                                       ParsedRequest* out, std::uint8_t* value_copy) {
   std::atomic_signal_fence(std::memory_order_acquire);
   const std::uint8_t* trailer = slot + kSlotBytes - kTrailerBytes;
   std::uint32_t meta = 0;
@@ -127,6 +126,13 @@ inline RequestKind ParseRequest(const std::uint8_t* slot, std::uint32_t worker, 
   out->value = value_copy;
   if (RequestCheck(out->key, out->id, out->value_bytes, value_copy) != check) return RequestKind::kTorn;
   return out->value_bytes == 0 ? RequestKind::kGet : RequestKind::kPut;
+}
+
+// ParsePresentRequest, or kEmpty when the slot's polled byte is 0.
+inline RequestKind ParseRequest(const std::uint8_t* slot, std::uint32_t worker, std::uint32_t workers,
+                                ParsedRequest* out, std::uint8_t* value_copy) {
+  if (!RequestPresent(slot)) return RequestKind::kEmpty;
+  return ParsePresentRequest(slot, worker, workers, out, value_copy);
 }
 
 // Zeroes the polled keyhash and LEN at once, on detection: zeroing after the response

@@ -56,9 +56,11 @@ struct Destination {
   std::uint32_t qpn = 0;
 };
 
+// What a worker did. The hot loop counts only what nothing else counts: its cache counts the
+// GETs, hits and PUTs, its send rings the responses (Worker::Stats fills them in).
 struct WorkerStats {
   std::uint64_t requests = 0, gets = 0, get_hits = 0, puts = 0, puts_refused = 0, malformed = 0, torn = 0, noops = 0;
-  std::uint64_t responses = 0, doorbells = 0, empty_polls = 0;
+  std::uint64_t responses = 0, doorbells = 0;
   json Json(std::uint32_t worker) const {
     return {{"worker", worker},      {"requests", requests},   {"gets", gets},
             {"get_hits", get_hits},  {"puts", puts},           {"puts_refused", puts_refused},
@@ -104,6 +106,8 @@ struct Item {
   // then overwrites the slot before this item's stage 1 stores the value.
   std::uint8_t value_copy[kMaxValueBytes];
   LogRef ref;
+  // The answer, set by the stages (a detected item's previous answer is never read): its
+  // status, and the value a hit returns (value_bytes 0 otherwise).
   std::uint8_t status = kMiss;
   const std::uint8_t* value = nullptr;
   std::uint32_t value_bytes = 0;
@@ -117,20 +121,18 @@ class alignas(64) Worker {
   Worker(Server& server, std::uint32_t id);
   void Setup();
   void Serve(const std::atomic<bool>& stop);
-  const WorkerStats& stats() const { return stats_; }
-  const MicaCache& cache() const { return *cache_; }
+  WorkerStats Stats() const;
 
  private:
   void Stage0(Item& item) { if (item.kind != RequestKind::kEmpty) cache_->PrefetchBucket(item.request.key); }
   void Stage1(Item& item);
   void Stage2(Item& item);
-  // Fills the next send WR (a response) into wrs_[count]; returns false when the item needs none.
-  bool BuildResponse(const Item& item, std::uint32_t count);
-  void PostResponses(std::uint32_t count);
-  // The request in `slot` (kSlotBytes) of `client` into `item`; kEmpty if none, or dropped
-  // (malformed, torn). Returns whether the slot held one (its polled byte set): the caller
-  // then clears the slot (ClearRequest) before the request's answer.
-  bool Detect(std::uint8_t* slot, std::uint32_t client, Item& item);
+  // Fills the next send WR, the answer to a detected request (kGet or kPut), into wrs_[count].
+  [[gnu::always_inline]] void BuildResponse(const Item& item, std::uint32_t count);
+  [[gnu::always_inline]] void PostResponses(std::uint32_t count);
+  // The request in `slot` (kSlotBytes, its polled byte set) of `client` into `item`.
+  // Returns false, `item` kEmpty, for a request to drop (malformed, torn).
+  bool Detect(const std::uint8_t* slot, std::uint32_t client, Item& item);
   std::uint8_t* SlotOf(std::uint32_t client, std::uint32_t w) const;
   void ServeOneByOne(const std::atomic<bool>& stop);
   void ServeBatched(const std::atomic<bool>& stop);
@@ -141,6 +143,7 @@ class alignas(64) Worker {
   CqPtr send_cq_, recv_cq_;
   std::vector<QpPtr> qps_;
   std::vector<SendRing> rings_;
+  std::uint32_t queues_ = 1;  // rings_.size()
   std::uint32_t next_qp_ = 0;
   // A response that goes inline is copied by the post itself, so one buffer serves them all
   // and stays in L1; one beyond --inline_size is read by DMA after the post, so it gets a
@@ -152,6 +155,7 @@ class alignas(64) Worker {
   std::uint8_t* region_ = nullptr;
   std::vector<Destination> destinations_;  // per client
   WorkerStats stats_;
+  MicaCache::Stats preloaded_;  // the cache's counts when serving began
   ibv_send_wr wrs_[kMaxBatch] = {};
   ibv_sge sges_[kMaxBatch] = {};
 };
@@ -257,6 +261,7 @@ void Worker::Setup() {
     ring.signal_every = static_cast<std::uint32_t>(o.cq_mod);
     rings_.push_back(ring);
   }
+  queues_ = static_cast<std::uint32_t>(rings_.size());
   const std::uint32_t staging_slots = std::bit_ceil(depth);
   staging_mask_ = staging_slots - 1;
   staging_ = MakeRegion(server_.session_,
@@ -273,44 +278,37 @@ void Worker::Setup() {
     wrs_[i].wr.ud.remote_qkey = kUdQkey;
     sges_[i].lkey = staging_.mr->lkey;
   }
+  preloaded_ = cache_->stats();
+}
+
+WorkerStats Worker::Stats() const {
+  WorkerStats stats = stats_;
+  const MicaCache::Stats& cache = cache_->stats();
+  stats.gets = cache.gets - preloaded_.gets;
+  stats.get_hits = cache.get_hits - preloaded_.get_hits;
+  stats.puts = cache.puts - preloaded_.puts;
+  stats.puts_refused = cache.put_refused - preloaded_.put_refused;
+  stats.requests = stats.gets + stats.puts + stats.malformed + stats.torn;
+  for (const SendRing& ring : rings_) stats.responses += ring.posted;
+  return stats;
 }
 
 void Worker::Stage1(Item& item) {
-  switch (item.kind) {
-    case RequestKind::kGet:
-      ++stats_.gets;
-      item.ref = cache_->FindAndPrefetch(item.request.key);
-      break;
-    case RequestKind::kPut:
-      ++stats_.puts;
-      if (cache_->Put(item.request.key, item.request.value, item.request.value_bytes)) {
-        item.status = kStored;
-      } else {
-        item.status = kRefused;
-        ++stats_.puts_refused;
-      }
-      break;
-    default:
-      break;
+  if (item.kind == RequestKind::kGet) {
+    item.ref = cache_->FindAndPrefetch(item.request.key);
+  } else if (item.kind == RequestKind::kPut) {
+    item.status = cache_->Put(item.request.key, item.request.value, item.request.value_bytes) ? kStored : kRefused;
+    item.value_bytes = 0;
   }
 }
 
 void Worker::Stage2(Item& item) {
   if (item.kind != RequestKind::kGet) return;
-  const std::uint8_t* value = nullptr;
-  std::uint32_t bytes = 0;
-  if (cache_->Read(item.ref, item.request.key, &value, &bytes)) {
-    item.status = kHit;
-    item.value = value;
-    item.value_bytes = bytes;
-    ++stats_.get_hits;
-  } else {
-    item.status = kMiss;
-  }
+  item.status = cache_->Read(item.ref, item.request.key, &item.value, &item.value_bytes) ? kHit : kMiss;
+  if (item.status == kMiss) item.value_bytes = 0;
 }
 
-bool Worker::BuildResponse(const Item& item, std::uint32_t count) {
-  if (item.kind != RequestKind::kGet && item.kind != RequestKind::kPut) return false;
+inline void Worker::BuildResponse(const Item& item, std::uint32_t count) {
   SendRing& ring = rings_[next_qp_];
   ibv_send_wr& wr = wrs_[count];
   ibv_sge& sge = sges_[count];
@@ -335,21 +333,22 @@ bool Worker::BuildResponse(const Item& item, std::uint32_t count) {
   const Destination& to = destinations_[item.client];
   wr.wr.ud.ah = to.ah;
   wr.wr.ud.remote_qpn = to.qpn;
-  wr.next = nullptr;
-  if (count > 0) wrs_[count - 1].next = &wr;
-  return true;
+  // One at a time, wrs_[0].next stays null (Setup); a batch links its WRs.
+  if (count > 0) {
+    wr.next = nullptr;
+    wrs_[count - 1].next = &wr;
+  }
 }
 
-void Worker::PostResponses(std::uint32_t count) {
+inline void Worker::PostResponses(std::uint32_t count) {
   if (count == 0) return;
   SendRing& ring = rings_[next_qp_];
   ibv_send_wr* bad = nullptr;
   const int error_number = ibv_post_send(ring.qp, &wrs_[0], &bad);
   if (error_number != 0) FailErrno("ibv_post_send (HERD responses)", error_number);
   ring.posted += count;
-  stats_.responses += count;
   ++stats_.doorbells;
-  if (++next_qp_ == rings_.size()) next_qp_ = 0;
+  if (++next_qp_ == queues_) next_qp_ = 0;
   // Room for the next batch on the next QP before building it.
   while (!rings_[next_qp_].HasRoom(kMaxBatch)) ReapSends(send_cq_.get(), rings_.data(), "HERD responses");
 }
@@ -358,41 +357,35 @@ std::uint8_t* Worker::SlotOf(std::uint32_t client, std::uint32_t w) const {
   return region_ + server_.layout_.Slot(id_, client, w) * kSlotStrideBytes;
 }
 
-bool Worker::Detect(std::uint8_t* slot, std::uint32_t client, Item& item) {
-  item.kind = ParseRequest(slot, id_, server_.layout_.workers, &item.request, item.value_copy);
-  if (item.kind == RequestKind::kEmpty) return false;
+bool Worker::Detect(const std::uint8_t* slot, std::uint32_t client, Item& item) {
+  item.kind = ParsePresentRequest(slot, id_, server_.layout_.workers, &item.request, item.value_copy);
   item.client = client;
-  item.status = kMiss;
-  item.value = nullptr;
-  item.value_bytes = 0;
-  ++stats_.requests;
-  if (item.kind == RequestKind::kMalformed || item.kind == RequestKind::kTorn) {
-    ++(item.kind == RequestKind::kMalformed ? stats_.malformed : stats_.torn);
-    item.kind = RequestKind::kEmpty;
-  }
-  return true;
+  if (item.kind == RequestKind::kGet || item.kind == RequestKind::kPut) return true;
+  ++(item.kind == RequestKind::kMalformed ? stats_.malformed : stats_.torn);
+  item.kind = RequestKind::kEmpty;
+  return false;
 }
 
 void Worker::ServeOneByOne(const std::atomic<bool>& stop) {
   const std::uint32_t window = server_.layout_.window, clients = server_.layout_.clients;
-  // A ring of pipeline items: `newest` had its bucket prefetched, the one before it its
-  // stage 1; the slot after `newest` holds an item already answered, so detection fills it.
+  // The pipeline: `oldest` had its stage 1 and is answered this turn, `middle` had its
+  // bucket prefetched, and `free` was answered, so detection fills it; each turn moves
+  // them one place on, so a request is answered two pushes after its detection.
   Item pipeline[kPipelineDepth];
-  std::uint32_t newest = 0;
-  // The worker's slots are contiguous, client by client: polling walks them in address order,
-  // and a poll that finds nothing costs a load, a compare and the walk (most polls, with many
-  // clients), in locals: counted into stats_ when the worker stops.
+  Item *oldest = &pipeline[0], *middle = &pipeline[1], *free = &pipeline[2];
+  // The worker's slots are contiguous, client by client: polling walks them in address
+  // order, and a poll that finds nothing costs a load, a compare, the walk and the idle
+  // count, in locals.
   std::uint8_t* const first = SlotOf(0, 0);
   std::uint8_t* slot = first;
-  std::uint32_t client = 0, w = 0, empty = 0, idle = 0;
+  std::uint32_t client = 0, w = 0;
   // A sweep of every slot that found nothing means that no request will push the ones in
   // the pipeline soon (their clients wait for these answers), so the no-op comes then, not
   // after HERD's 100 empty polls: with few clients (1 x W=4) the last requests of a window
   // otherwise wait out 100 polls, and the client with them.
   const std::uint32_t noop_after = std::min(kEmptyPollsBeforeNoop, clients * window);
-  std::uint64_t empty_polls = 0;
-  for (std::uint64_t turn = 0;; ++turn) {
-    if ((turn & kStopCheckMask) == 0 && stop.load(std::memory_order_relaxed)) break;
+  std::uint32_t idle = 0, next_noop = noop_after;  // empty polls in a row; the next no-op's
+  for (;;) {
     std::uint8_t* const polled = slot;
     const std::uint32_t polled_client = client;
     slot += kSlotStrideBytes;
@@ -401,35 +394,32 @@ void Worker::ServeOneByOne(const std::atomic<bool>& stop) {
       if (++client == clients) {
         client = 0;
         slot = first;
+        if (stop.load(std::memory_order_relaxed)) break;
       }
     }
-    const std::uint32_t next = newest + 1 == kPipelineDepth ? 0 : newest + 1;
-    Item& fresh = pipeline[next];
-    bool found = RequestPresent(polled);
+    const bool found = RequestPresent(polled);
     if (found) {
-      Detect(polled, polled_client, fresh);  // the polled byte is set: a request, or one to drop
-      found = fresh.kind != RequestKind::kEmpty;  // malformed and torn requests are dropped
-      if (!found) ClearRequest(polled);
-    }
-    if (!found) {
-      ++empty_polls;
-      if (++idle % kIdlePollsBeforeYield == 0) sched_yield();
-      if (++empty < noop_after) continue;
-      empty = 0;
-      // Nothing in the pipeline: nothing to push.
-      if (pipeline[newest].kind == RequestKind::kEmpty &&
-          pipeline[newest == 0 ? kPipelineDepth - 1 : newest - 1].kind == RequestKind::kEmpty) {
+      idle = 0;
+      next_noop = noop_after;
+      if (!Detect(polled, polled_client, *free)) {  // malformed or torn: dropped
+        ClearRequest(polled);
         continue;
       }
-      ++stats_.noops;
-      fresh.kind = RequestKind::kEmpty;
     } else {
-      idle = 0;
+      if ((++idle & (kIdlePollsBeforeYield - 1)) == 0) sched_yield();
+      if (idle != next_noop) continue;
+      next_noop += noop_after;
+      // Nothing in the pipeline: nothing to push.
+      if (oldest->kind == RequestKind::kEmpty && middle->kind == RequestKind::kEmpty) continue;
+      ++stats_.noops;
+      free->kind = RequestKind::kEmpty;
     }
-    empty = 0;
-    Item& oldest = pipeline[newest == 0 ? kPipelineDepth - 1 : newest - 1];
-    Stage2(oldest);
-    if (BuildResponse(oldest, 0)) PostResponses(1);
+    if (oldest->kind != RequestKind::kEmpty) {
+      Stage2(*oldest);
+      BuildResponse(*oldest, 0);
+      PostResponses(1);
+      oldest->kind = RequestKind::kEmpty;  // answered: an idle pipeline is then seen as empty
+    }
     // The fresh request's slot is cleared after the oldest's answer, not before: the post's
     // locked instructions wait for every earlier store, and the store to the slot waits
     // for the line the client holds (its WRITE put it there), a cross-core round trip on
@@ -437,12 +427,13 @@ void Worker::ServeOneByOne(const std::atomic<bool>& stop) {
     // writes nothing into the slot until then, and the sweep comes back to it only after
     // this turn.
     if (found) ClearRequest(polled);
-    oldest.kind = RequestKind::kEmpty;  // answered: an idle pipeline is then seen as empty
-    Stage1(pipeline[newest]);
-    Stage0(fresh);
-    newest = next;
+    Stage1(*middle);
+    Stage0(*free);
+    Item* const answered = oldest;
+    oldest = middle;
+    middle = free;
+    free = answered;
   }
-  stats_.empty_polls += empty_polls;
 }
 
 void Worker::ServeBatched(const std::atomic<bool>& stop) {
@@ -458,8 +449,10 @@ void Worker::ServeBatched(const std::atomic<bool>& stop) {
       for (std::uint32_t k = 0; k < layout.window; ++k) {
         const std::uint32_t w = (next_w[c] + k) % layout.window;
         std::uint8_t* const slot = SlotOf(c, w);
-        if (Detect(slot, c, batch[n])) ClearRequest(slot);  // this sweep answers it
-        if (batch[n].kind == RequestKind::kEmpty) continue;
+        if (!RequestPresent(slot)) continue;
+        const bool kept = Detect(slot, c, batch[n]);  // false: malformed or torn, dropped
+        ClearRequest(slot);  // this sweep answers it
+        if (!kept) continue;
         next_w[c] = (w + 1) % layout.window;
         Stage0(batch[n]);
         ++n;
@@ -467,7 +460,6 @@ void Worker::ServeBatched(const std::atomic<bool>& stop) {
       }
     }
     if (n == 0) {
-      ++stats_.empty_polls;
       if (++idle % kIdleSweepsBeforeYield == 0) sched_yield();
       continue;
     }
@@ -476,7 +468,7 @@ void Worker::ServeBatched(const std::atomic<bool>& stop) {
     std::uint32_t count = 0;
     for (std::uint32_t i = 0; i < n; ++i) {
       Stage2(batch[i]);
-      if (BuildResponse(batch[i], count)) ++count;
+      BuildResponse(batch[i], count++);
     }
     PostResponses(count);
   }
@@ -507,9 +499,10 @@ Report Server::Run() {
   json workers = json::array();
   std::uint64_t malformed = 0;
   for (std::uint32_t s = 0; s < layout_.workers; ++s) {
-    workers.push_back(workers_[s]->stats().Json(s));
-    workers.back()["mops"] = static_cast<double>(workers_[s]->stats().requests) / served_s / 1e6;
-    malformed += workers_[s]->stats().malformed;
+    const WorkerStats stats = workers_[s]->Stats();
+    workers.push_back(stats.Json(s));
+    workers.back()["mops"] = static_cast<double>(stats.requests) / served_s / 1e6;
+    malformed += stats.malformed;
   }
   if (o_.core >= 0) {
     // herd14 Fig. 14's per-core load: the row is this worker's requests over the serving
@@ -518,7 +511,7 @@ Report Server::Run() {
       Fail("--core ", o_.core, " names no worker: valid 0..", layout_.workers - 1, " (--workers ", layout_.workers, ")");
     }
     ResultRow& row = report.rows.front();
-    row.ops = workers_[static_cast<std::size_t>(o_.core)]->stats().requests;
+    row.ops = workers_[static_cast<std::size_t>(o_.core)]->Stats().requests;
     row.duration_s = served_s;
     row.per_peer = json::array();
     report.notes.push_back("the row is worker " + std::to_string(o_.core) + "'s load (--core)");

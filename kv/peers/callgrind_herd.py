@@ -6,7 +6,7 @@ worker thread, the UD sender) and the client side (HERD's client thread, the UD 
 A measurement, not a test: it prints a table, asserts nothing.
 
   /usr/bin/python3 kv/peers/callgrind_herd.py [--herd DIR] [--config original|compare_kv]
-        [--seconds 10] [--workers N] [--clients N] [--only ours-worker,...] [--json FILE]
+        [--seconds 10] [--rounds 1] [--workers N] [--clients N] [--only ours-worker,...] [--json FILE]
 
 Each role runs one process under `valgrind --tool=callgrind --cache-sim=yes` (pinned to
 --profiled-cpu) while its peers run natively (on --peer-cpu): instrumentation is switched
@@ -23,6 +23,10 @@ values, 6% PUTs, 1024 keys, 2^22 index buckets and a 128 MB log); --herd names a
 of efficient/HERD built for valgrind: as kv/peers/compare_herd_original.py's help says, and
 in common.h also USE_HUGEPAGE 0, NUM_KEYS 1024 and NUM_KEYS_ 1023, and SHM_HUGETLB dropped
 from common.c's shmget flags (valgrind's shmat cannot place a hugetlb segment).
+A total counts the polls that found nothing, as many as the native peer was slow to answer
+(on a machine with other load, many): --rounds N runs every role N times, round by round,
+and sums up each role by its least total (the round in which its peer kept it busiest, the
+nearest to its work per request) and by the median.
 --config compare_kv: kv/peers/compare_kv.py's HERD row (4 clients x W=4, 1 Mi keys, 5% PUTs)
 beside its UD SEND row (40-byte inline SENDs, 64 in flight): the original is not run.
 """
@@ -239,6 +243,7 @@ def main() -> int:
     parser.add_argument("--clients", type=int, help="HERD's clients (one client process) instead of the config's")
     parser.add_argument("--seconds", type=float, default=10.0, help="the measured window under callgrind")
     parser.add_argument("--warmup", type=float, default=2.0, help="instrumented seconds before the window")
+    parser.add_argument("--rounds", type=int, default=1, help="runs of every role, round by round")
     parser.add_argument("--profiled-cpu", type=int, default=0)
     parser.add_argument("--peer-cpu", type=int, default=1)
     parser.add_argument("--peer-nice", type=int, default=-5, help="the native peers' nice value (0: unchanged; "
@@ -249,6 +254,8 @@ def main() -> int:
     args = parser.parse_args()
     if args.seconds <= 0 or args.warmup < 0:
         parser.error(f"--seconds {args.seconds} must be positive and --warmup {args.warmup} not negative")
+    if args.rounds < 1:
+        parser.error(f"--rounds {args.rounds} must be at least 1")
     if args.herd is not None and not (args.herd / "main").is_file():
         parser.error(f"--herd {args.herd}: no built `main` there (build it as this help says)")
     roles = {
@@ -265,30 +272,42 @@ def main() -> int:
         if unknown:
             parser.error(f"--only names roles {', '.join(unknown)} not available here; available: {', '.join(names)}")
         names = [n for n in names if n in args.only.split(",")]
-    rows: dict[str, dict] = {}
+    runs: dict[str, list[dict]] = {name: [] for name in names}
     with tempfile.TemporaryDirectory(prefix="callgrind-herd-") as scratch:
-        out_dir = args.keep or Path(scratch)
-        out_dir.mkdir(parents=True, exist_ok=True)
         print(f"# per request under callgrind --cache-sim=yes: config {args.config}, {args.seconds:g} s windows")
         print(f"{'role':16} {'requests':>9} {'Ir':>8} {'D1 miss':>8} {'LL miss':>8}")
-        for name in names:
-            try:
-                rows[name] = roles[name](out_dir)
-            except (RuntimeError, subprocess.SubprocessError, OSError) as exc:
-                print(f"{name:16} failed: {exc}")
-                continue
-            r = rows[name]
-            print(f"{name:16} {r['requests']:9.0f} {r['Ir']:8.0f} {r['D1mr'] + r['D1mw']:8.2f} "
-                  f"{r['ILmr'] + r['DLmr'] + r['DLmw']:8.3f}", flush=True)
-    for a, b in [("ours-worker", "original-worker"), ("ours-client", "original-client"),
-                 ("ours-worker", "ud-sender"), ("ours-client", "ud-receiver")]:
-        if a in rows and b in rows:
-            ra, rb = rows[a], rows[b]
-            print(f"# {a} / {b}: instructions {ra['Ir'] / rb['Ir']:.2f}x, D1 misses "
-                  f"{(ra['D1mr'] + ra['D1mw']) / max(rb['D1mr'] + rb['D1mw'], 1e-9):.2f}x")
+        for round_index in range(args.rounds):
+            out_dir = (args.keep or Path(scratch)) / (f"round{round_index + 1}" if args.rounds > 1 else "")
+            out_dir.mkdir(parents=True, exist_ok=True)
+            for name in names:
+                try:
+                    runs[name].append(roles[name](out_dir))
+                except (RuntimeError, subprocess.SubprocessError, OSError) as exc:
+                    print(f"{name:16} failed: {exc}")
+                    continue
+                print_row(name, runs[name][-1])
+    summaries = {"": {n: r[0] for n, r in runs.items() if r}} if args.rounds == 1 else {
+        " least": {n: min(r, key=lambda row: row["Ir"]) for n, r in runs.items() if r},
+        " median": {n: sorted(r, key=lambda row: row["Ir"])[len(r) // 2] for n, r in runs.items() if r}}
+    for label, rows in summaries.items():
+        if args.rounds > 1:
+            print(f"#{label} of {args.rounds} rounds")
+            for name, row in rows.items():
+                print_row(name, row)
+        for a, b in [("ours-worker", "original-worker"), ("ours-client", "original-client"),
+                     ("ours-worker", "ud-sender"), ("ours-client", "ud-receiver")]:
+            if a in rows and b in rows:
+                ra, rb = rows[a], rows[b]
+                print(f"#{label} {a} / {b}: instructions {ra['Ir'] / rb['Ir']:.2f}x, D1 misses "
+                      f"{(ra['D1mr'] + ra['D1mw']) / max(rb['D1mr'] + rb['D1mw'], 1e-9):.2f}x")
     if args.json:
-        args.json.write_text(json.dumps({"args": {k: str(v) for k, v in vars(args).items()}, "rows": rows}, indent=2))
-    return 0 if rows else 1
+        args.json.write_text(json.dumps({"args": {k: str(v) for k, v in vars(args).items()}, "runs": runs}, indent=2))
+    return 0 if any(runs.values()) else 1
+
+
+def print_row(name: str, r: dict) -> None:
+    print(f"{name:16} {r['requests']:9.0f} {r['Ir']:8.0f} {r['D1mr'] + r['D1mw']:8.2f} "
+          f"{r['ILmr'] + r['DLmr'] + r['DLmw']:8.3f}", flush=True)
 
 
 if __name__ == "__main__":
