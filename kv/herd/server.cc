@@ -127,7 +127,7 @@ class alignas(64) Worker {
   void Stage0(Item& item) { if (item.kind != RequestKind::kEmpty) cache_->PrefetchBucket(item.request.key); }
   void Stage1(Item& item);
   void Stage2(Item& item);
-  // Fills the next send WR, the answer to a detected request (kGet or kPut), into wrs_[count].
+  // Fills the send WR wrs_[count], the answer to a detected request (kGet or kPut), all but its link.
   [[gnu::always_inline]] void BuildResponse(const Item& item, std::uint32_t count);
   [[gnu::always_inline]] void PostResponses(std::uint32_t count);
   // The request in `slot` (kSlotBytes, its polled byte set) of `client` into `item`.
@@ -333,11 +333,6 @@ inline void Worker::BuildResponse(const Item& item, std::uint32_t count) {
   const Destination& to = destinations_[item.client];
   wr.wr.ud.ah = to.ah;
   wr.wr.ud.remote_qpn = to.qpn;
-  // One at a time, wrs_[0].next stays null (Setup); a batch links its WRs.
-  if (count > 0) {
-    wr.next = nullptr;
-    wrs_[count - 1].next = &wr;
-  }
 }
 
 inline void Worker::PostResponses(std::uint32_t count) {
@@ -468,8 +463,11 @@ void Worker::ServeBatched(const std::atomic<bool>& stop) {
     std::uint32_t count = 0;
     for (std::uint32_t i = 0; i < n; ++i) {
       Stage2(batch[i]);
-      BuildResponse(batch[i], count++);
+      BuildResponse(batch[i], count);
+      wrs_[count].next = &wrs_[count + 1];
+      ++count;
     }
+    wrs_[count - 1].next = nullptr;  // one at a time, wrs_[0].next stays null (Setup)
     PostResponses(count);
   }
 }
