@@ -30,9 +30,11 @@ class HerdTransport;
 // RECVs per worker QP of a client. Enough that the receive queue never runs dry: buffers
 // consumed wait for the next Poll (up to kRecvRefill - 1, plus that Poll's kPollBatch) and
 // are re-posted only then (the values they hold are read until then); the window's answers,
-// and a refill's worth of duplicates from retries, may arrive meanwhile.
+// and a refill's worth of duplicates from retries, may arrive meanwhile. A multiple of
+// kRecvRefill, so that every refill re-posts kRecvRefill neighbouring buffers.
 std::uint32_t RecvDepth(const Options& o) {
-  return static_cast<std::uint32_t>(o.window) + kPollBatch + 2 * kRecvRefill;
+  const std::uint32_t needed = static_cast<std::uint32_t>(o.window) + kPollBatch + 2 * kRecvRefill;
+  return (needed + kRecvRefill - 1) / kRecvRefill * kRecvRefill;
 }
 
 // The response CQ of one client thread's clients, and the clients (a RECV's wr_id names its
@@ -65,10 +67,34 @@ class HerdTransport {
   struct Arrived {
     std::uint32_t qp, buffer, byte_len;
   };
+  // A worker QP's receive queue. A QP's RECVs complete in the order they were posted, so
+  // the buffers handed out are the ones after the last re-posted, in ring order: counters
+  // say which to re-post, where a list of them cost a push per answer.
+  struct ResponseQueue {
+    QpPtr qp;
+    std::uint8_t* buffers = nullptr;  // recv_depth_ buffers of buffer_bytes_
+    std::uint64_t handed_out = 0;     // answers delivered from it
+    std::uint64_t reposted = 0;       // of those, buffers posted again
+  };
   void Send(const Request& request);
-  void PostRecvs(std::uint32_t qp, const std::uint32_t* buffers, std::uint32_t count);
+  // Posts `count` (a multiple of kRecvRefill, at most recv_depth_) buffers of `queue` from
+  // buffer `first` (a multiple of kRecvRefill) on, wrapping around the ring.
+  void PostRecvs(ResponseQueue& queue, std::uint32_t qp, std::uint32_t first, std::uint32_t count);
   // `arrived` into `r`, its buffer consumed (re-posted once the value was read).
-  void Deliver(const Arrived& arrived, Response& r);
+  void Deliver(const Arrived& arrived, Response& r) {
+    ResponseQueue& queue = queues_[arrived.qp];
+    ++queue.handed_out;
+    ++handed_out_since_refill_;
+    const std::uint8_t* message = queue.buffers + std::size_t{arrived.buffer} * buffer_bytes_ + kUdGrhBytes;
+    std::memcpy(&r.id, message, 4);
+    std::uint16_t len = 0;
+    std::memcpy(&len, message + 6, 2);
+    const std::uint32_t received =
+        arrived.byte_len >= kUdGrhBytes + kResponseHeaderBytes ? arrived.byte_len - kUdGrhBytes - kResponseHeaderBytes : 0;
+    r.found = message[4] == kHit || message[4] == kStored;
+    r.value = message + kResponseHeaderBytes;
+    r.value_bytes = std::min<std::uint32_t>(len, received);
+  }
 
   Session& session_;
   const Options& o_;
@@ -84,18 +110,23 @@ class HerdTransport {
   std::uint64_t pending_head_ = 0, pending_tail_ = 0;
   CqPtr send_cq_;
   QpPtr uc_qp_;
-  std::vector<QpPtr> ud_qps_;  // one per worker
+  std::vector<ResponseQueue> queues_;  // one per worker
   SendRing ring_;
   std::uint32_t max_inline_ = 0;
   Region staging_;    // per window slot: the request as it is written
   Region responses_;  // per worker QP: recv_depth_ buffers of buffer_bytes_
   std::uint32_t recv_depth_ = 0;
   std::uint32_t buffer_bytes_ = 0;
-  std::vector<std::vector<std::uint32_t>> consumed_;  // per QP: buffers to re-post
-  std::uint32_t consumed_since_refill_ = 0;           // over every QP: whether to look at them
+  std::uint32_t handed_out_since_refill_ = 0;  // over every QP: whether to look at them
   // The request WRITE's fixed fields, set once: a post fills in what changes.
   ibv_send_wr write_{};
   ibv_sge write_sge_{};
+  // Where a request for (worker, window slot) ends in the server's region, at
+  // [worker * window + slot]: Send subtracts the request's length.
+  std::vector<std::uint64_t> remote_slot_ends_;
+  // A refill's RECVs, linked and sized once: a post fills in addresses and ids.
+  ibv_recv_wr recv_wrs_[kRecvRefill]{};
+  ibv_sge recv_sges_[kRecvRefill]{};
 };
 
 HerdTransport::HerdTransport(Session& session, std::uint32_t client, std::shared_ptr<SharedResponses> shared)
@@ -126,20 +157,26 @@ HerdTransport::HerdTransport(Session& session, std::uint32_t client, std::shared
   staging_ = MakeRegion(session, std::size_t{layout_.window} * kSlotBytes, o_.use_hugepages);
   buffer_bytes_ = ResponseBufferBytes(static_cast<std::uint32_t>(o_.value_size));
   responses_ = MakeRegion(session, std::size_t{layout_.workers} * recv_depth_ * buffer_bytes_, o_.use_hugepages);
-  consumed_.resize(layout_.workers);
-  std::vector<std::uint32_t> all(recv_depth_);
-  for (std::uint32_t i = 0; i < recv_depth_; ++i) all[i] = i;
+  for (std::uint32_t i = 0; i < kRecvRefill; ++i) {
+    recv_sges_[i].length = buffer_bytes_;
+    recv_sges_[i].lkey = responses_.mr->lkey;
+    recv_wrs_[i].sg_list = &recv_sges_[i];
+    recv_wrs_[i].num_sge = 1;
+    recv_wrs_[i].next = i + 1 < kRecvRefill ? &recv_wrs_[i + 1] : nullptr;
+  }
+  queues_.resize(layout_.workers);
   for (std::uint32_t s = 0; s < layout_.workers; ++s) {
-    ud_qps_.push_back(CreateQp(device, session.pd(), send_cq_.get(), shared_->cq.get(), ud));
-    ActivateUdQp(ud_qps_.back().get(), device, 0);
-    PostRecvs(s, all.data(), recv_depth_);
-    consumed_[s].reserve(recv_depth_);
+    ResponseQueue& queue = queues_[s];
+    queue.qp = CreateQp(device, session.pd(), send_cq_.get(), shared_->cq.get(), ud);
+    queue.buffers = responses_.data() + std::size_t{s} * recv_depth_ * buffer_bytes_;
+    ActivateUdQp(queue.qp.get(), device, 0);
+    PostRecvs(queue, s, 0, recv_depth_);
   }
 }
 
 json HerdTransport::Describe() const {
   json qpns = json::array();
-  for (const auto& qp : ud_qps_) qpns.push_back(qp->qp_num);
+  for (const auto& queue : queues_) qpns.push_back(queue.qp->qp_num);
   return {{"uc", ToJson(Endpoint{uc_qp_->qp_num, client_, session_.address()})}, {"ud_qpns", qpns}};
 }
 
@@ -156,28 +193,28 @@ void HerdTransport::Connect(const json& server_uc, const RemoteRegion& region) {
   if (client_ >= layout_.clients) {
     Fail("client ", client_, " has no slots in the server's request region (", layout_.clients, " clients)");
   }
+  remote_slot_ends_.resize(std::size_t{layout_.workers} * layout_.window);
+  for (std::uint32_t worker = 0; worker < layout_.workers; ++worker) {
+    for (std::uint32_t w = 0; w < layout_.window; ++w) {
+      remote_slot_ends_[std::size_t{worker} * layout_.window + w] =
+          region_.address + layout_.Slot(worker, client_, w) * kSlotStrideBytes + kSlotBytes;
+    }
+  }
 }
 
-void HerdTransport::PostRecvs(std::uint32_t qp, const std::uint32_t* buffers, std::uint32_t count) {
-  // Built on the stack, kRecvRefill at a time: WRs kept per buffer cost the client more
-  // L1 misses (writing their links, softnic reading them) than building them costs.
-  ibv_recv_wr wrs[kRecvRefill];
-  ibv_sge sges[kRecvRefill];
-  for (std::uint32_t done = 0; done < count;) {
-    const std::uint32_t n = std::min(kRecvRefill, count - done);
-    for (std::uint32_t i = 0; i < n; ++i) {
-      const std::uint32_t b = buffers[done + i];
-      sges[i].addr = reinterpret_cast<std::uintptr_t>(responses_.data()) +
-                     (std::uint64_t{qp} * recv_depth_ + b) * buffer_bytes_;
-      sges[i].length = buffer_bytes_;
-      sges[i].lkey = responses_.mr->lkey;
-      wrs[i].wr_id = std::uint64_t{member_} << kMemberShift | std::uint64_t{qp} << kQpShift | b;
-      wrs[i].sg_list = &sges[i];
-      wrs[i].num_sge = 1;
-      wrs[i].next = i + 1 < n ? &wrs[i + 1] : nullptr;
+void HerdTransport::PostRecvs(ResponseQueue& queue, std::uint32_t qp, std::uint32_t first, std::uint32_t count) {
+  // Built from one chain of kRecvRefill WRs kept here: WRs kept per buffer cost the
+  // client more L1 misses (writing their links, softnic reading them) than filling in
+  // addresses and ids costs.
+  const std::uint64_t id_base = std::uint64_t{member_} << kMemberShift | std::uint64_t{qp} << kQpShift;
+  for (std::uint32_t done = 0; done < count; done += kRecvRefill) {
+    // Refills start at multiples of kRecvRefill, which divides recv_depth_: a chunk never wraps.
+    const std::uint32_t b = first + done < recv_depth_ ? first + done : first + done - recv_depth_;
+    for (std::uint32_t i = 0; i < kRecvRefill; ++i) {
+      recv_sges_[i].addr = reinterpret_cast<std::uintptr_t>(queue.buffers) + std::size_t{b + i} * buffer_bytes_;
+      recv_wrs_[i].wr_id = id_base | (b + i);
     }
-    PostRecvOrFail(ud_qps_[qp].get(), wrs, "HERD response buffers");
-    done += n;
+    PostRecvOrFail(queue.qp.get(), recv_wrs_, "HERD response buffers");
   }
 }
 
@@ -196,7 +233,7 @@ void HerdTransport::Send(const Request& request) {
   const std::uint64_t seq = ring_.posted;
   write_.wr_id = ring_.WrId(seq);
   write_.send_flags = (bytes <= max_inline_ ? IBV_SEND_INLINE : 0) | (ring_.SignalInOrder(seq) ? IBV_SEND_SIGNALED : 0);
-  write_.wr.rdma.remote_addr = region_.address + layout_.Slot(worker, client_, w) * kSlotStrideBytes + kSlotBytes - bytes;
+  write_.wr.rdma.remote_addr = remote_slot_ends_[std::size_t{worker} * layout_.window + w] - bytes;
   ibv_send_wr* bad = nullptr;
   const int error_number = ibv_post_send(uc_qp_.get(), &write_, &bad);
   if (error_number != 0) FailErrno("ibv_post_send (HERD request WRITE)", error_number);
@@ -205,14 +242,16 @@ void HerdTransport::Send(const Request& request) {
 
 int HerdTransport::Poll(Response* out, int max) {
   // Buffers handed out by the previous Poll are free again now (their values were read).
-  if (consumed_since_refill_ >= kRecvRefill) {
-    consumed_since_refill_ = 0;
+  if (handed_out_since_refill_ >= kRecvRefill) {
+    handed_out_since_refill_ = 0;
     for (std::uint32_t s = 0; s < layout_.workers; ++s) {
-      if (consumed_[s].size() >= kRecvRefill) {
-        PostRecvs(s, consumed_[s].data(), static_cast<std::uint32_t>(consumed_[s].size()));
-        consumed_[s].clear();
+      ResponseQueue& queue = queues_[s];
+      const std::uint64_t free = (queue.handed_out - queue.reposted) / kRecvRefill * kRecvRefill;
+      if (free != 0) {
+        PostRecvs(queue, s, static_cast<std::uint32_t>(queue.reposted % recv_depth_), static_cast<std::uint32_t>(free));
+        queue.reposted += free;
       }
-      consumed_since_refill_ += static_cast<std::uint32_t>(consumed_[s].size());
+      handed_out_since_refill_ += static_cast<std::uint32_t>(queue.handed_out - queue.reposted);
     }
   }
   int n = 0;
@@ -247,21 +286,6 @@ int HerdTransport::Poll(Response* out, int max) {
     owner.pending_[owner.pending_tail_++ & (owner.pending_.size() - 1)] = arrived;
   }
   return n;
-}
-
-void HerdTransport::Deliver(const Arrived& arrived, Response& r) {
-  consumed_[arrived.qp].push_back(arrived.buffer);
-  ++consumed_since_refill_;
-  const std::uint8_t* message =
-      responses_.data() + (std::uint64_t{arrived.qp} * recv_depth_ + arrived.buffer) * buffer_bytes_ + kUdGrhBytes;
-  std::memcpy(&r.id, message, 4);
-  std::uint16_t len = 0;
-  std::memcpy(&len, message + 6, 2);
-  const std::uint32_t received =
-      arrived.byte_len >= kUdGrhBytes + kResponseHeaderBytes ? arrived.byte_len - kUdGrhBytes - kResponseHeaderBytes : 0;
-  r.found = message[4] == kHit || message[4] == kStored;
-  r.value = message + kResponseHeaderBytes;
-  r.value_bytes = std::min<std::uint32_t>(len, received);
 }
 
 }  // namespace
