@@ -58,7 +58,7 @@ class HerdTransport {
   void Connect(const json& server_uc, const RemoteRegion& region);
 
   static constexpr bool kLosesMessages = true;  // UC requests and UD responses
-  void Issue(const Request& request) { Send(request); }
+  [[gnu::always_inline]] void Issue(const Request& request) { Send(request); }
   void Resend(const Request& request) { Send(request); }
   int Poll(Response* out, int max);
 
@@ -76,7 +76,8 @@ class HerdTransport {
     std::uint64_t handed_out = 0;     // answers delivered from it
     std::uint64_t reposted = 0;       // of those, buffers posted again
   };
-  void Send(const Request& request);
+  // Inline into the client loop: a call's frame cost ~20 instructions a request.
+  [[gnu::always_inline]] void Send(const Request& request);
   // Posts `count` (a multiple of kRecvRefill, at most recv_depth_) buffers of `queue` from
   // buffer `first` (a multiple of kRecvRefill) on, wrapping around the ring.
   void PostRecvs(ResponseQueue& queue, std::uint32_t qp, std::uint32_t first, std::uint32_t count);
@@ -218,7 +219,7 @@ void HerdTransport::PostRecvs(ResponseQueue& queue, std::uint32_t qp, std::uint3
   }
 }
 
-void HerdTransport::Send(const Request& request) {
+inline void HerdTransport::Send(const Request& request) {
   // Retire request WRITEs once a signaled one may have completed (done here, once a
   // request, rather than on every poll of the response CQ, most of which find nothing).
   if (ring_.Outstanding() > ring_.signal_every) ReapSends(send_cq_.get(), &ring_, "HERD requests");
