@@ -42,6 +42,7 @@ std::uint32_t RecvDepth(const Options& o) {
 struct SharedResponses {
   CqPtr cq;
   std::vector<HerdTransport*> members;
+  std::uint32_t member_count = 0;  // members.size(), read on every poll
   // Whether the last poll found the CQ drained, and the polls skipped since: the client
   // core polls its clients in turn, so after a poll that drained the CQ the next
   // members - 1 polls skip it (an answer waits at most one turn), whichever clients are
@@ -80,6 +81,9 @@ class HerdTransport {
   [[gnu::always_inline]] void Send(const Request& request);
   // Posts `count` (a multiple of kRecvRefill, at most recv_depth_) buffers of `queue` from
   // buffer `first` (a multiple of kRecvRefill) on, wrapping around the ring.
+  // Re-posts every queue's handed-out buffers, kRecvRefill at a time (once per kRecvRefill
+  // answers: out of line, so that the poll inlined in the client loop stays small).
+  [[gnu::noinline]] void RepostHandedOut();
   void PostRecvs(ResponseQueue& queue, std::uint32_t qp, std::uint32_t first, std::uint32_t count);
   // `arrived` into `r`, its buffer consumed (re-posted once the value was read).
   void Deliver(const Arrived& arrived, Response& r) {
@@ -140,6 +144,7 @@ HerdTransport::HerdTransport(Session& session, std::uint32_t client, std::shared
   send_cq_ = CreateCq(device, static_cast<int>(depth));
   member_ = static_cast<std::uint32_t>(shared_->members.size());
   shared_->members.push_back(this);
+  shared_->member_count = static_cast<std::uint32_t>(shared_->members.size());
   pending_.resize(std::bit_ceil(recv_depth_ * layout_.workers));
   QpCaps uc;
   uc.type = IBV_QPT_UC;
@@ -241,35 +246,40 @@ inline void HerdTransport::Send(const Request& request) {
   ++ring_.posted;
 }
 
+void HerdTransport::RepostHandedOut() {
+  handed_out_since_refill_ = 0;
+  for (std::uint32_t s = 0; s < layout_.workers; ++s) {
+    ResponseQueue& queue = queues_[s];
+    const std::uint64_t free = (queue.handed_out - queue.reposted) / kRecvRefill * kRecvRefill;
+    if (free != 0) {
+      PostRecvs(queue, s, static_cast<std::uint32_t>(queue.reposted % recv_depth_), static_cast<std::uint32_t>(free));
+      queue.reposted += free;
+    }
+    handed_out_since_refill_ += static_cast<std::uint32_t>(queue.handed_out - queue.reposted);
+  }
+}
+
 int HerdTransport::Poll(Response* out, int max) {
   // Buffers handed out by the previous Poll are free again now (their values were read).
-  if (handed_out_since_refill_ >= kRecvRefill) {
-    handed_out_since_refill_ = 0;
-    for (std::uint32_t s = 0; s < layout_.workers; ++s) {
-      ResponseQueue& queue = queues_[s];
-      const std::uint64_t free = (queue.handed_out - queue.reposted) / kRecvRefill * kRecvRefill;
-      if (free != 0) {
-        PostRecvs(queue, s, static_cast<std::uint32_t>(queue.reposted % recv_depth_), static_cast<std::uint32_t>(free));
-        queue.reposted += free;
-      }
-      handed_out_since_refill_ += static_cast<std::uint32_t>(queue.handed_out - queue.reposted);
-    }
-  }
+  if (handed_out_since_refill_ >= kRecvRefill) RepostHandedOut();
   int n = 0;
-  for (; n < max && pending_head_ != pending_tail_; ++n) {
-    Deliver(pending_[pending_head_++ & (pending_.size() - 1)], out[n]);
+  if (pending_head_ != pending_tail_) {
+    for (; n < max && pending_head_ != pending_tail_; ++n) {
+      Deliver(pending_[pending_head_++ & (pending_.size() - 1)], out[n]);
+    }
+    if (n == max) return n;
   }
-  if (n == max) return n;
-  if (shared_->drained && shared_->skipped + 1 < shared_->members.size()) {
-    ++shared_->skipped;
+  SharedResponses& shared = *shared_;
+  if (shared.drained && shared.skipped + 1 < shared.member_count) {
+    ++shared.skipped;
     return n;
   }
   ibv_wc completions[kPollBatch];
   const int wanted = std::min(max - n, kPollBatch);
-  const int polled = ibv_poll_cq(shared_->cq.get(), wanted, completions);
+  const int polled = ibv_poll_cq(shared.cq.get(), wanted, completions);
   if (polled < 0) Fail("ibv_poll_cq failed on HERD's response CQ");
-  shared_->drained = polled < wanted;
-  shared_->skipped = 0;
+  shared.drained = polled < wanted;
+  shared.skipped = 0;
   for (int i = 0; i < polled; ++i) {
     const ibv_wc& wc = completions[i];
     if (wc.status != IBV_WC_SUCCESS) CompletionFailed(wc, "receiving HERD responses");
@@ -280,7 +290,7 @@ int HerdTransport::Poll(Response* out, int max) {
       Deliver(arrived, out[n++]);
       continue;
     }
-    HerdTransport& owner = *shared_->members[member];
+    HerdTransport& owner = *shared.members[member];
     if (owner.pending_tail_ - owner.pending_head_ == owner.pending_.size()) {
       Fail("HERD client ", owner.client_, ": more answers pending than RECVs posted");
     }
