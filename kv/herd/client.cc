@@ -213,11 +213,13 @@ void HerdTransport::PostRecvs(ResponseQueue& queue, std::uint32_t qp, std::uint3
   // client more L1 misses (writing their links, softnic reading them) than filling in
   // addresses and ids costs.
   const std::uint64_t id_base = std::uint64_t{member_} << kMemberShift | std::uint64_t{qp} << kQpShift;
+  const std::uint32_t buffer_bytes = buffer_bytes_;  // a local: the stores below would reload a member
   for (std::uint32_t done = 0; done < count; done += kRecvRefill) {
     // Refills start at multiples of kRecvRefill, which divides recv_depth_: a chunk never wraps.
     const std::uint32_t b = first + done < recv_depth_ ? first + done : first + done - recv_depth_;
-    for (std::uint32_t i = 0; i < kRecvRefill; ++i) {
-      recv_sges_[i].addr = reinterpret_cast<std::uintptr_t>(queue.buffers) + std::size_t{b + i} * buffer_bytes_;
+    std::uintptr_t address = reinterpret_cast<std::uintptr_t>(queue.buffers) + std::size_t{b} * buffer_bytes;
+    for (std::uint32_t i = 0; i < kRecvRefill; ++i, address += buffer_bytes) {
+      recv_sges_[i].addr = address;
       recv_wrs_[i].wr_id = id_base | (b + i);
     }
     PostRecvOrFail(queue.qp.get(), recv_wrs_, "HERD response buffers");
