@@ -111,7 +111,7 @@ struct ClientState {
 };
 
 // TscClock::TicksToNs in fixed point, 32 fractional bits: a multiply and a shift per
-// answer measured, where the conversion through double took ~20 instructions.
+// answer measured instead of a round trip through double.
 class TickScale {
  public:
   explicit TickScale(const TscClock& clock)
