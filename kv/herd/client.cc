@@ -51,6 +51,9 @@ struct SharedResponses {
   std::uint32_t skipped = 0;
 };
 constexpr int kMemberShift = 48, kQpShift = 32;
+// A client's request staging starts (member % kStaggeredClients) * kStaggerLines lines in.
+constexpr std::uint32_t kStaggeredClients = 4, kStaggerLines = 4;
+constexpr std::uint32_t kStagingStaggerBytes = kStaggeredClients * kStaggerLines * kCacheLineBytes;
 
 class HerdTransport {
  public:
@@ -119,6 +122,7 @@ class HerdTransport {
   SendRing ring_;
   std::uint32_t max_inline_ = 0;
   Region staging_;    // per window slot: the request as it is written
+  std::uint8_t* staging_first_end_ = nullptr;  // where window slot 0's request ends in it
   Region responses_;  // per worker QP: recv_depth_ buffers of buffer_bytes_
   std::uint32_t recv_depth_ = 0;
   std::uint32_t buffer_bytes_ = 0;
@@ -160,7 +164,11 @@ HerdTransport::HerdTransport(Session& session, std::uint32_t client, std::shared
   ud.type = IBV_QPT_UD;
   ud.send_depth = 1;
   ud.recv_depth = recv_depth_;
-  staging_ = MakeRegion(session, std::size_t{layout_.window} * kSlotBytes, o_.use_hugepages);
+  // Each client of a thread a few lines further in, so that the requests' last lines
+  // (written on every request) fall into different L1 sets: in page-aligned regions, every
+  // client's slots shared the same 4 sets.
+  staging_ = MakeRegion(session, std::size_t{layout_.window} * kSlotBytes + kStagingStaggerBytes, o_.use_hugepages);
+  staging_first_end_ = staging_.data() + kSlotBytes + member_ % kStaggeredClients * kStaggerLines * kCacheLineBytes;
   buffer_bytes_ = ResponseBufferBytes(static_cast<std::uint32_t>(o_.value_size));
   responses_ = MakeRegion(session, std::size_t{layout_.workers} * recv_depth_ * buffer_bytes_, o_.use_hugepages);
   for (std::uint32_t i = 0; i < kRecvRefill; ++i) {
@@ -234,7 +242,7 @@ inline void HerdTransport::Send(const Request& request) {
   const std::uint32_t w = SlotOf(request.id);
   const std::uint32_t worker = Partition(request.key, layout_.workers);
   const std::uint32_t bytes = RequestBytes(request.value_bytes);
-  std::uint8_t* slot_end = staging_.data() + std::size_t{w + 1} * kSlotBytes;
+  std::uint8_t* slot_end = staging_first_end_ + std::size_t{w} * kSlotBytes;
   EncodeRequest(slot_end, request.key, request.id, request.value, static_cast<std::uint16_t>(request.value_bytes));
   write_sge_.addr = reinterpret_cast<std::uintptr_t>(slot_end - bytes);
   write_sge_.length = bytes;
