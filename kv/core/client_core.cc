@@ -49,75 +49,18 @@ std::string SilenceReason(const std::vector<ClientState>& clients, const ClientP
 ClientState::ClientState(const WorkloadConfig& workload_config, std::uint32_t id, const ClientPlan& plan)
     : workload(workload_config, id), global_id(id), slots(plan.window), values(plan.window * plan.value_bytes) {}
 
-void PrepareRequest(ClientState& client, std::uint32_t slot, std::uint32_t value_bytes) {
-  ClientState::Slot& s = client.slots[slot];
-  const Op op = client.workload.Next();
-  s.sequence = client.next_sequence++;
-  s.busy = true;
-  ++client.in_flight;
-  Request& r = s.request;
-  r.id = (s.sequence << kSlotBits) | slot;
-  r.get = op.get;
-  r.key_index = op.key_index;
-  r.key = KeyHashOf(op.key_index);
-  if (op.get) {
-    r.value = nullptr;
-    r.value_bytes = 0;
-  } else {
-    std::uint8_t* value = client.values.data() + std::size_t{slot} * value_bytes;
-    FillValue(op.key_index, client.global_id, s.sequence, value, value_bytes);
-    r.value = value;
-    r.value_bytes = value_bytes;
+void CountValueCheck(ClientCounts& counts, ValueCheck check) {
+  ++counts.checked;
+  switch (check) {
+    case ValueCheck::kOk:
+      break;
+    case ValueCheck::kWrongKey:
+      ++counts.wrong_key;
+      break;
+    case ValueCheck::kCorrupt:
+      ++counts.corrupt;
+      break;
   }
-}
-
-bool AcceptResponse(ClientState& client, const Response& response, const ClientPlan& plan, std::uint64_t now,
-                    bool measuring, const TscClock& clock, LatencyHistogram& latency) {
-  const std::uint32_t slot_index = SlotOf(response.id);
-  if (slot_index >= client.slots.size()) {
-    ++client.counts.stale_answers;
-    return false;
-  }
-  ClientState::Slot& slot = client.slots[slot_index];
-  if (!slot.busy || slot.request.id != response.id) {
-    ++client.counts.stale_answers;
-    return false;
-  }
-  slot.busy = false;
-  --client.in_flight;
-  ClientCounts& counts = client.counts;
-  ++counts.all_completed;
-  if (slot.request.get) {
-    if (response.found) {
-      if (plan.validate) {
-        ++counts.checked;
-        switch (CheckValue(slot.request.key_index, response.value, response.value_bytes, plan.value_bytes)) {
-          case ValueCheck::kOk:
-            break;
-          case ValueCheck::kWrongKey:
-            ++counts.wrong_key;
-            break;
-          case ValueCheck::kCorrupt:
-            ++counts.corrupt;
-            break;
-        }
-      }
-    }
-  } else if (!response.found) {
-    ++counts.puts_refused;
-  }
-  if (!measuring) return true;
-  ++counts.completed;
-  if (slot.request.get) {
-    ++counts.gets;
-    ++(response.found ? counts.get_hits : counts.get_misses);
-  } else {
-    ++counts.puts;
-  }
-  if (client.first_measured == 0) client.first_measured = now;
-  client.last_measured = now;
-  latency.Record(clock.TicksToNs(now - slot.first_sent));
-  return true;
 }
 
 ResultRow ClientRow(const std::vector<ClientState>& clients, const std::vector<ThreadOutcome>& threads,

@@ -30,9 +30,11 @@ class HerdTransport;
 // RECVs per worker QP of a client. Enough that the receive queue never runs dry: buffers
 // consumed wait for the next Poll (up to kRecvRefill - 1, plus that Poll's kPollBatch) and
 // are re-posted only then (the values they hold are read until then); the window's answers,
-// and a refill's worth of duplicates from retries, may arrive meanwhile.
+// and a refill's worth of duplicates from retries, may arrive meanwhile. A multiple of
+// kRecvRefill, so that every refill re-posts kRecvRefill neighbouring buffers.
 std::uint32_t RecvDepth(const Options& o) {
-  return static_cast<std::uint32_t>(o.window) + kPollBatch + 2 * kRecvRefill;
+  const std::uint32_t needed = static_cast<std::uint32_t>(o.window) + kPollBatch + 2 * kRecvRefill;
+  return (needed + kRecvRefill - 1) / kRecvRefill * kRecvRefill;
 }
 
 // The response CQ of one client thread's clients, and the clients (a RECV's wr_id names its
@@ -40,6 +42,7 @@ std::uint32_t RecvDepth(const Options& o) {
 struct SharedResponses {
   CqPtr cq;
   std::vector<HerdTransport*> members;
+  std::uint32_t member_count = 0;  // members.size(), read on every poll
   // Whether the last poll found the CQ drained, and the polls skipped since: the client
   // core polls its clients in turn, so after a poll that drained the CQ the next
   // members - 1 polls skip it (an answer waits at most one turn), whichever clients are
@@ -48,6 +51,9 @@ struct SharedResponses {
   std::uint32_t skipped = 0;
 };
 constexpr int kMemberShift = 48, kQpShift = 32;
+// A client's request staging starts (member % kStaggeredClients) * kStaggerLines lines in.
+constexpr std::uint32_t kStaggeredClients = 4, kStaggerLines = 4;
+constexpr std::uint32_t kStagingStaggerBytes = kStaggeredClients * kStaggerLines * kCacheLineBytes;
 
 class HerdTransport {
  public:
@@ -56,7 +62,7 @@ class HerdTransport {
   void Connect(const json& server_uc, const RemoteRegion& region);
 
   static constexpr bool kLosesMessages = true;  // UC requests and UD responses
-  void Issue(const Request& request) { Send(request); }
+  [[gnu::always_inline]] void Issue(const Request& request) { Send(request); }
   void Resend(const Request& request) { Send(request); }
   int Poll(Response* out, int max);
 
@@ -65,10 +71,38 @@ class HerdTransport {
   struct Arrived {
     std::uint32_t qp, buffer, byte_len;
   };
-  void Send(const Request& request);
-  void PostRecvs(std::uint32_t qp, const std::uint32_t* buffers, std::uint32_t count);
+  // A worker QP's receive queue. A QP's RECVs complete in the order they were posted, so
+  // the buffers handed out are the ones after the last re-posted, in ring order: counters
+  // say which to re-post, where a list of them cost a push per answer.
+  struct ResponseQueue {
+    QpPtr qp;
+    std::uint8_t* buffers = nullptr;  // recv_depth_ buffers of buffer_bytes_
+    std::uint64_t handed_out = 0;     // answers delivered from it
+    std::uint64_t reposted = 0;       // of those, buffers posted again
+  };
+  // Inline into the client loop: a call's frame cost ~17 instructions a request.
+  [[gnu::always_inline]] void Send(const Request& request);
+  // Re-posts every queue's handed-out buffers, kRecvRefill at a time (once per kRecvRefill
+  // answers: out of line, so that the poll inlined in the client loop stays small).
+  [[gnu::noinline]] void RepostHandedOut();
+  // Posts `count` (a multiple of kRecvRefill, at most recv_depth_) buffers of `queue` from
+  // buffer `first` (a multiple of kRecvRefill) on, wrapping around the ring.
+  void PostRecvs(ResponseQueue& queue, std::uint32_t qp, std::uint32_t first, std::uint32_t count);
   // `arrived` into `r`, its buffer consumed (re-posted once the value was read).
-  void Deliver(const Arrived& arrived, Response& r);
+  void Deliver(const Arrived& arrived, Response& r) {
+    ResponseQueue& queue = queues_[arrived.qp];
+    ++queue.handed_out;
+    ++handed_out_since_refill_;
+    const std::uint8_t* message = queue.buffers + std::size_t{arrived.buffer} * buffer_bytes_ + kUdGrhBytes;
+    std::memcpy(&r.id, message, 4);
+    std::uint16_t len = 0;
+    std::memcpy(&len, message + 6, 2);
+    const std::uint32_t received =
+        arrived.byte_len >= kUdGrhBytes + kResponseHeaderBytes ? arrived.byte_len - kUdGrhBytes - kResponseHeaderBytes : 0;
+    r.found = message[4] == kHit || message[4] == kStored;
+    r.value = message + kResponseHeaderBytes;
+    r.value_bytes = std::min<std::uint32_t>(len, received);
+  }
 
   Session& session_;
   const Options& o_;
@@ -84,18 +118,24 @@ class HerdTransport {
   std::uint64_t pending_head_ = 0, pending_tail_ = 0;
   CqPtr send_cq_;
   QpPtr uc_qp_;
-  std::vector<QpPtr> ud_qps_;  // one per worker
+  std::vector<ResponseQueue> queues_;  // one per worker
   SendRing ring_;
   std::uint32_t max_inline_ = 0;
   Region staging_;    // per window slot: the request as it is written
+  std::uint8_t* staging_first_end_ = nullptr;  // where window slot 0's request ends in it
   Region responses_;  // per worker QP: recv_depth_ buffers of buffer_bytes_
   std::uint32_t recv_depth_ = 0;
   std::uint32_t buffer_bytes_ = 0;
-  std::vector<std::vector<std::uint32_t>> consumed_;  // per QP: buffers to re-post
-  std::uint32_t consumed_since_refill_ = 0;           // over every QP: whether to look at them
+  std::uint32_t handed_out_since_refill_ = 0;  // over every QP: whether to look at them
   // The request WRITE's fixed fields, set once: a post fills in what changes.
   ibv_send_wr write_{};
   ibv_sge write_sge_{};
+  // Where a request for (worker, window slot) ends in the server's region, at
+  // [worker * window + slot]: Send subtracts the request's length.
+  std::vector<std::uint64_t> remote_slot_ends_;
+  // A refill's RECVs, linked and sized once: a post fills in addresses and ids.
+  ibv_recv_wr recv_wrs_[kRecvRefill]{};
+  ibv_sge recv_sges_[kRecvRefill]{};
 };
 
 HerdTransport::HerdTransport(Session& session, std::uint32_t client, std::shared_ptr<SharedResponses> shared)
@@ -108,6 +148,7 @@ HerdTransport::HerdTransport(Session& session, std::uint32_t client, std::shared
   send_cq_ = CreateCq(device, static_cast<int>(depth));
   member_ = static_cast<std::uint32_t>(shared_->members.size());
   shared_->members.push_back(this);
+  shared_->member_count = static_cast<std::uint32_t>(shared_->members.size());
   pending_.resize(std::bit_ceil(recv_depth_ * layout_.workers));
   QpCaps uc;
   uc.type = IBV_QPT_UC;
@@ -123,23 +164,33 @@ HerdTransport::HerdTransport(Session& session, std::uint32_t client, std::shared
   ud.type = IBV_QPT_UD;
   ud.send_depth = 1;
   ud.recv_depth = recv_depth_;
-  staging_ = MakeRegion(session, std::size_t{layout_.window} * kSlotBytes, o_.use_hugepages);
+  // Each client of a thread a few lines further in, so that the requests' last lines
+  // (written on every request) fall into different L1 sets: in page-aligned regions, every
+  // client's slots shared the same 4 sets.
+  staging_ = MakeRegion(session, std::size_t{layout_.window} * kSlotBytes + kStagingStaggerBytes, o_.use_hugepages);
+  staging_first_end_ = staging_.data() + kSlotBytes + member_ % kStaggeredClients * kStaggerLines * kCacheLineBytes;
   buffer_bytes_ = ResponseBufferBytes(static_cast<std::uint32_t>(o_.value_size));
   responses_ = MakeRegion(session, std::size_t{layout_.workers} * recv_depth_ * buffer_bytes_, o_.use_hugepages);
-  consumed_.resize(layout_.workers);
-  std::vector<std::uint32_t> all(recv_depth_);
-  for (std::uint32_t i = 0; i < recv_depth_; ++i) all[i] = i;
+  for (std::uint32_t i = 0; i < kRecvRefill; ++i) {
+    recv_sges_[i].length = buffer_bytes_;
+    recv_sges_[i].lkey = responses_.mr->lkey;
+    recv_wrs_[i].sg_list = &recv_sges_[i];
+    recv_wrs_[i].num_sge = 1;
+    recv_wrs_[i].next = i + 1 < kRecvRefill ? &recv_wrs_[i + 1] : nullptr;
+  }
+  queues_.resize(layout_.workers);
   for (std::uint32_t s = 0; s < layout_.workers; ++s) {
-    ud_qps_.push_back(CreateQp(device, session.pd(), send_cq_.get(), shared_->cq.get(), ud));
-    ActivateUdQp(ud_qps_.back().get(), device, 0);
-    PostRecvs(s, all.data(), recv_depth_);
-    consumed_[s].reserve(recv_depth_);
+    ResponseQueue& queue = queues_[s];
+    queue.qp = CreateQp(device, session.pd(), send_cq_.get(), shared_->cq.get(), ud);
+    queue.buffers = responses_.data() + std::size_t{s} * recv_depth_ * buffer_bytes_;
+    ActivateUdQp(queue.qp.get(), device, 0);
+    PostRecvs(queue, s, 0, recv_depth_);
   }
 }
 
 json HerdTransport::Describe() const {
   json qpns = json::array();
-  for (const auto& qp : ud_qps_) qpns.push_back(qp->qp_num);
+  for (const auto& queue : queues_) qpns.push_back(queue.qp->qp_num);
   return {{"uc", ToJson(Endpoint{uc_qp_->qp_num, client_, session_.address()})}, {"ud_qpns", qpns}};
 }
 
@@ -156,32 +207,34 @@ void HerdTransport::Connect(const json& server_uc, const RemoteRegion& region) {
   if (client_ >= layout_.clients) {
     Fail("client ", client_, " has no slots in the server's request region (", layout_.clients, " clients)");
   }
-}
-
-void HerdTransport::PostRecvs(std::uint32_t qp, const std::uint32_t* buffers, std::uint32_t count) {
-  // Built on the stack, kRecvRefill at a time: WRs kept per buffer cost the client more
-  // L1 misses (writing their links, softnic reading them) than building them costs.
-  ibv_recv_wr wrs[kRecvRefill];
-  ibv_sge sges[kRecvRefill];
-  for (std::uint32_t done = 0; done < count;) {
-    const std::uint32_t n = std::min(kRecvRefill, count - done);
-    for (std::uint32_t i = 0; i < n; ++i) {
-      const std::uint32_t b = buffers[done + i];
-      sges[i].addr = reinterpret_cast<std::uintptr_t>(responses_.data()) +
-                     (std::uint64_t{qp} * recv_depth_ + b) * buffer_bytes_;
-      sges[i].length = buffer_bytes_;
-      sges[i].lkey = responses_.mr->lkey;
-      wrs[i].wr_id = std::uint64_t{member_} << kMemberShift | std::uint64_t{qp} << kQpShift | b;
-      wrs[i].sg_list = &sges[i];
-      wrs[i].num_sge = 1;
-      wrs[i].next = i + 1 < n ? &wrs[i + 1] : nullptr;
+  remote_slot_ends_.resize(std::size_t{layout_.workers} * layout_.window);
+  for (std::uint32_t worker = 0; worker < layout_.workers; ++worker) {
+    for (std::uint32_t w = 0; w < layout_.window; ++w) {
+      remote_slot_ends_[std::size_t{worker} * layout_.window + w] =
+          region_.address + layout_.Slot(worker, client_, w) * kSlotStrideBytes + kSlotBytes;
     }
-    PostRecvOrFail(ud_qps_[qp].get(), wrs, "HERD response buffers");
-    done += n;
   }
 }
 
-void HerdTransport::Send(const Request& request) {
+void HerdTransport::PostRecvs(ResponseQueue& queue, std::uint32_t qp, std::uint32_t first, std::uint32_t count) {
+  // Built from one chain of kRecvRefill WRs kept here: WRs kept per buffer cost the
+  // client more L1 misses (writing their links, softnic reading them) than filling in
+  // addresses and ids costs.
+  const std::uint64_t id_base = std::uint64_t{member_} << kMemberShift | std::uint64_t{qp} << kQpShift;
+  const std::uint32_t buffer_bytes = buffer_bytes_;  // a local: the stores below would reload a member
+  for (std::uint32_t done = 0; done < count; done += kRecvRefill) {
+    // Refills start at multiples of kRecvRefill, which divides recv_depth_: a chunk never wraps.
+    const std::uint32_t b = first + done < recv_depth_ ? first + done : first + done - recv_depth_;
+    std::uintptr_t address = reinterpret_cast<std::uintptr_t>(queue.buffers) + std::size_t{b} * buffer_bytes;
+    for (std::uint32_t i = 0; i < kRecvRefill; ++i, address += buffer_bytes) {
+      recv_sges_[i].addr = address;
+      recv_wrs_[i].wr_id = id_base | (b + i);
+    }
+    PostRecvOrFail(queue.qp.get(), recv_wrs_, "HERD response buffers");
+  }
+}
+
+inline void HerdTransport::Send(const Request& request) {
   // Retire request WRITEs once a signaled one may have completed (done here, once a
   // request, rather than on every poll of the response CQ, most of which find nothing).
   if (ring_.Outstanding() > ring_.signal_every) ReapSends(send_cq_.get(), &ring_, "HERD requests");
@@ -189,47 +242,54 @@ void HerdTransport::Send(const Request& request) {
   const std::uint32_t w = SlotOf(request.id);
   const std::uint32_t worker = Partition(request.key, layout_.workers);
   const std::uint32_t bytes = RequestBytes(request.value_bytes);
-  std::uint8_t* slot_end = staging_.data() + std::size_t{w + 1} * kSlotBytes;
+  std::uint8_t* slot_end = staging_first_end_ + std::size_t{w} * kSlotBytes;
   EncodeRequest(slot_end, request.key, request.id, request.value, static_cast<std::uint16_t>(request.value_bytes));
   write_sge_.addr = reinterpret_cast<std::uintptr_t>(slot_end - bytes);
   write_sge_.length = bytes;
   const std::uint64_t seq = ring_.posted;
   write_.wr_id = ring_.WrId(seq);
   write_.send_flags = (bytes <= max_inline_ ? IBV_SEND_INLINE : 0) | (ring_.SignalInOrder(seq) ? IBV_SEND_SIGNALED : 0);
-  write_.wr.rdma.remote_addr = region_.address + layout_.Slot(worker, client_, w) * kSlotStrideBytes + kSlotBytes - bytes;
+  write_.wr.rdma.remote_addr = remote_slot_ends_[std::size_t{worker} * layout_.window + w] - bytes;
   ibv_send_wr* bad = nullptr;
   const int error_number = ibv_post_send(uc_qp_.get(), &write_, &bad);
   if (error_number != 0) FailErrno("ibv_post_send (HERD request WRITE)", error_number);
   ++ring_.posted;
 }
 
+void HerdTransport::RepostHandedOut() {
+  handed_out_since_refill_ = 0;
+  for (std::uint32_t s = 0; s < layout_.workers; ++s) {
+    ResponseQueue& queue = queues_[s];
+    const std::uint64_t free = (queue.handed_out - queue.reposted) / kRecvRefill * kRecvRefill;
+    if (free != 0) {
+      PostRecvs(queue, s, static_cast<std::uint32_t>(queue.reposted % recv_depth_), static_cast<std::uint32_t>(free));
+      queue.reposted += free;
+    }
+    handed_out_since_refill_ += static_cast<std::uint32_t>(queue.handed_out - queue.reposted);
+  }
+}
+
 int HerdTransport::Poll(Response* out, int max) {
   // Buffers handed out by the previous Poll are free again now (their values were read).
-  if (consumed_since_refill_ >= kRecvRefill) {
-    consumed_since_refill_ = 0;
-    for (std::uint32_t s = 0; s < layout_.workers; ++s) {
-      if (consumed_[s].size() >= kRecvRefill) {
-        PostRecvs(s, consumed_[s].data(), static_cast<std::uint32_t>(consumed_[s].size()));
-        consumed_[s].clear();
-      }
-      consumed_since_refill_ += static_cast<std::uint32_t>(consumed_[s].size());
-    }
-  }
+  if (handed_out_since_refill_ >= kRecvRefill) RepostHandedOut();
   int n = 0;
-  for (; n < max && pending_head_ != pending_tail_; ++n) {
-    Deliver(pending_[pending_head_++ & (pending_.size() - 1)], out[n]);
+  if (pending_head_ != pending_tail_) {
+    for (; n < max && pending_head_ != pending_tail_; ++n) {
+      Deliver(pending_[pending_head_++ & (pending_.size() - 1)], out[n]);
+    }
+    if (n == max) return n;
   }
-  if (n == max) return n;
-  if (shared_->drained && shared_->skipped + 1 < shared_->members.size()) {
-    ++shared_->skipped;
+  SharedResponses& shared = *shared_;
+  if (shared.drained && shared.skipped + 1 < shared.member_count) {
+    ++shared.skipped;
     return n;
   }
   ibv_wc completions[kPollBatch];
   const int wanted = std::min(max - n, kPollBatch);
-  const int polled = ibv_poll_cq(shared_->cq.get(), wanted, completions);
+  const int polled = ibv_poll_cq(shared.cq.get(), wanted, completions);
   if (polled < 0) Fail("ibv_poll_cq failed on HERD's response CQ");
-  shared_->drained = polled < wanted;
-  shared_->skipped = 0;
+  shared.drained = polled < wanted;
+  shared.skipped = 0;
   for (int i = 0; i < polled; ++i) {
     const ibv_wc& wc = completions[i];
     if (wc.status != IBV_WC_SUCCESS) CompletionFailed(wc, "receiving HERD responses");
@@ -240,28 +300,13 @@ int HerdTransport::Poll(Response* out, int max) {
       Deliver(arrived, out[n++]);
       continue;
     }
-    HerdTransport& owner = *shared_->members[member];
+    HerdTransport& owner = *shared.members[member];
     if (owner.pending_tail_ - owner.pending_head_ == owner.pending_.size()) {
       Fail("HERD client ", owner.client_, ": more answers pending than RECVs posted");
     }
     owner.pending_[owner.pending_tail_++ & (owner.pending_.size() - 1)] = arrived;
   }
   return n;
-}
-
-void HerdTransport::Deliver(const Arrived& arrived, Response& r) {
-  consumed_[arrived.qp].push_back(arrived.buffer);
-  ++consumed_since_refill_;
-  const std::uint8_t* message =
-      responses_.data() + (std::uint64_t{arrived.qp} * recv_depth_ + arrived.buffer) * buffer_bytes_ + kUdGrhBytes;
-  std::memcpy(&r.id, message, 4);
-  std::uint16_t len = 0;
-  std::memcpy(&len, message + 6, 2);
-  const std::uint32_t received =
-      arrived.byte_len >= kUdGrhBytes + kResponseHeaderBytes ? arrived.byte_len - kUdGrhBytes - kResponseHeaderBytes : 0;
-  r.found = message[4] == kHit || message[4] == kStored;
-  r.value = message + kResponseHeaderBytes;
-  r.value_bytes = std::min<std::uint32_t>(len, received);
 }
 
 }  // namespace

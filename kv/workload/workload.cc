@@ -18,6 +18,8 @@ constexpr std::uint64_t kGoldenGamma = 0x9e3779b97f4a7c15ull;  // splitmix64's i
 constexpr std::uint64_t kStreamSalt = 0x3c6ef372fe94f82bull;
 constexpr std::uint64_t kScrambleSalt = 0xa54ff53a5f1d36f1ull;
 constexpr std::uint32_t kKeyWordSalt = 0x5a17c0de;
+// Up to this many keys, one draw picks both the key and the operation (Workload::Next).
+constexpr std::uint64_t kOneDrawMaxKeys = std::uint64_t{1} << 32;
 constexpr std::uint32_t kKeyWordBytes = 4;
 constexpr std::uint32_t kPatternWordBytes = 8;
 static_assert(kValueHeaderBytes == 3 * kKeyWordBytes, "header: key word, writer, version");
@@ -104,6 +106,10 @@ Workload::Workload(const WorkloadConfig& config, std::uint64_t stream) : config_
   Check(config_);
   std::uint64_t seed = SplitMix64Mix(config_.seed) ^ MurmurFmix64(stream ^ kStreamSalt);
   for (auto& word : state_) word = SplitMix64Mix(seed += kGoldenGamma);
+  // get_fraction * 2^53 is exact (a power-of-two scale), so (r >> 11) < its ceiling is
+  // exactly UniformUnit(r) < get_fraction.
+  get_below_ = static_cast<std::uint64_t>(std::ceil(config_.get_fraction * 0x1.0p53));
+  one_draw_ = !config_.zipf && config_.keys <= kOneDrawMaxKeys;
   if (!config_.zipf) return;
   const double n = static_cast<double>(config_.keys);
   const double theta = config_.zipf_theta;

@@ -45,7 +45,15 @@ class Workload {
   Workload(const WorkloadConfig& config, std::uint64_t stream);
 
   Op Next() {
-    const bool get = UniformUnit(NextRandom()) < config_.get_fraction;
+    const std::uint64_t r = NextRandom();
+    if (one_draw_) {
+      // Lemire's multiply-shift picks the key from the product's high word; given the key, the
+      // low word runs over [0, 2^64) in steps of `keys` (at most 2^32), so it decides GET or PUT
+      // to within 2^-32 of get_fraction, without a second draw.
+      const unsigned __int128 product = static_cast<unsigned __int128>(r) * config_.keys;
+      return Op{IsGet(static_cast<std::uint64_t>(product)), static_cast<std::uint64_t>(product >> 64)};
+    }
+    const bool get = IsGet(r);
     return Op{get, config_.zipf ? ZipfKey() : UniformKey()};
   }
 
@@ -71,6 +79,8 @@ class Workload {
   static std::uint64_t Rotl(std::uint64_t x, int k) { return (x << k) | (x >> (64 - k)); }
   // The top 53 bits as a double in [0, 1).
   static double UniformUnit(std::uint64_t r) { return static_cast<double>(r >> 11) * 0x1.0p-53; }
+  // UniformUnit(r) < get_fraction, in integers.
+  bool IsGet(std::uint64_t r) const { return (r >> 11) < get_below_; }
   // Lemire's multiply-shift: no division, bias below 2^-64 * keys.
   std::uint64_t UniformKey() {
     return static_cast<std::uint64_t>((static_cast<unsigned __int128>(NextRandom()) * config_.keys) >> 64);
@@ -79,6 +89,8 @@ class Workload {
 
   WorkloadConfig config_;
   std::uint64_t state_[4];
+  std::uint64_t get_below_ = 0;  // ceil(get_fraction * 2^53)
+  bool one_draw_ = false;        // uniform over at most 2^32 keys: one draw an operation
   // Gray et al.'s constants, computed once per (keys, theta).
   double zeta_n_ = 1;
   double alpha_ = 1;

@@ -50,6 +50,29 @@ TEST(Workload, GetFractionHonored) {
   }
 }
 
+TEST(Workload, OperationIndependentOfKey) {
+  // Up to 2^32 uniform keys one draw picks both the key and GET or PUT: every key must still
+  // see get_fraction (a power-of-two key count leaves the low bits of the draw to the operation).
+  for (const std::uint64_t keys : {std::uint64_t{7}, std::uint64_t{1024}}) {
+    Workload workload(Config(keys, false, 0.25), 5);
+    std::vector<int> gets(keys), ops(keys);
+    for (int i = 0; i < kOps; ++i) {
+      const Op op = workload.Next();
+      ++ops[op.key_index];
+      gets[op.key_index] += op.get;
+    }
+    for (std::uint64_t k = 0; k < keys; ++k) {
+      // Six standard deviations of a binomial over ops[k] draws at p = 0.25.
+      const double tolerance = 6 * std::sqrt(0.25 * 0.75 / ops[k]);
+      EXPECT_NEAR(static_cast<double>(gets[k]) / ops[k], 0.25, tolerance) << "key " << k << " of " << keys;
+    }
+  }
+  Workload many(Config(std::uint64_t{1} << 40, false, 0.25), 5);  // two draws an operation
+  int gets = 0;
+  for (int i = 0; i < kOps; ++i) gets += many.Next().get;
+  EXPECT_NEAR(static_cast<double>(gets) / kOps, 0.25, 0.003);
+}
+
 TEST(Workload, UniformCoversKeysEvenly) {
   constexpr std::uint64_t kKeys = 1000;
   const auto counts = KeyCounts(Config(kKeys, false), 3);
