@@ -36,7 +36,21 @@ namespace {
 
 using nlohmann::json;
 
-constexpr std::uint32_t kPipelineDepth = 3;  // bucket prefetched, stage 1 done, being filled
+// The one-by-one pipeline: a request's bucket is prefetched when it is detected, read (and
+// its log entry prefetched) `gap` pushes later, and its entry read and the request answered
+// `gap` pushes after that. HERD's gap is 1. Where the keys' buckets and entries outgrow the
+// caches, a miss to memory outlasts a push (1 Mi keys here: ~2.4 Mops with gap 1, ~110 ns
+// a request with 1 Ki keys), so the gap grows with the requests a worker's slots let be
+// in flight and more misses overlap; with few slots, or keys that stay cached, a deeper
+// pipeline only holds requests longer (1 Ki keys, 4 x W=4: 0.5-0.9x with gap 2).
+constexpr std::uint32_t kPipelineItems = 8;  // a power of two above 2 x the largest gap
+constexpr std::uint32_t kMaxPipelineGap = 3;
+static_assert(2 * kMaxPipelineGap < kPipelineItems, "the pipeline's ring holds every request in flight and a free item");
+// Slots per worker (clients x window) for each gap beyond 1: the pipeline holds 2 x gap
+// requests, and the clients need as many again in flight to keep it fed.
+constexpr std::uint32_t kSlotsPerPipelineGap = 8;
+// A partition's buckets and entries (64 B and an entry per key) up to this stay cached.
+constexpr std::uint64_t kCachedWorkingSetBytes = 16ull << 20;
 constexpr std::uint64_t kStopCheckMask = 0x3FF;
 constexpr std::uint32_t kMaxBatch = 64;
 // Polls (sweeps) without any request before a worker yields its CPU: with more busy pollers
@@ -61,11 +75,13 @@ struct Destination {
 struct WorkerStats {
   std::uint64_t requests = 0, gets = 0, get_hits = 0, puts = 0, puts_refused = 0, malformed = 0, torn = 0, noops = 0;
   std::uint64_t responses = 0, doorbells = 0;
+  std::uint32_t pipeline_gap = 0;  // one by one: pushes between a request's stages (0: batched)
   json Json(std::uint32_t worker) const {
     return {{"worker", worker},      {"requests", requests},   {"gets", gets},
             {"get_hits", get_hits},  {"puts", puts},           {"puts_refused", puts_refused},
             {"malformed", malformed}, {"torn", torn},      {"noops", noops},        {"responses", responses},
-            {"doorbells", doorbells}, {"responses_per_doorbell", doorbells ? double(responses) / doorbells : 0.0}};
+            {"doorbells", doorbells}, {"responses_per_doorbell", doorbells ? double(responses) / doorbells : 0.0},
+            {"pipeline_gap", pipeline_gap}};
   }
 };
 
@@ -144,6 +160,7 @@ class alignas(64) Worker {
   std::vector<QpPtr> qps_;
   std::vector<SendRing> rings_;
   std::uint32_t queues_ = 1;  // rings_.size()
+  std::uint32_t pipeline_gap_ = 1;  // ServeOneByOne's pushes between a request's stages
   std::uint32_t next_qp_ = 0;
   // A response that goes inline is copied by the post itself, so one buffer serves them all
   // and stays in L1; one beyond --inline_size is read by DMA after the post, so it gets a
@@ -232,6 +249,12 @@ void Worker::Setup() {
                                                : static_cast<std::uint32_t>(std::max(4, 64 - std::countl_zero(keys_here / 4)));
   Check(config);
   cache_ = std::make_unique<MicaCache>(config);
+  const std::uint64_t entry_bytes = (MicaCache::kEntryHeaderBytes + static_cast<std::uint64_t>(o.value_size) +
+                                     MicaCache::kEntryAlignBytes - 1) / MicaCache::kEntryAlignBytes * MicaCache::kEntryAlignBytes;
+  const std::uint32_t slots = server_.layout_.clients * server_.layout_.window;
+  pipeline_gap_ = keys_here * (MicaCache::kBucketBytes + entry_bytes) <= kCachedWorkingSetBytes
+                      ? 1
+                      : std::clamp(slots / kSlotsPerPipelineGap, 1u, kMaxPipelineGap);
   if (o.preload) {
     std::vector<std::uint8_t> value(o.value_size);
     for (std::uint64_t k = 0; k < o.keys; ++k) {
@@ -363,11 +386,13 @@ bool Worker::Detect(const std::uint8_t* slot, std::uint32_t client, Item& item) 
 
 void Worker::ServeOneByOne(const std::atomic<bool>& stop) {
   const std::uint32_t window = server_.layout_.window, clients = server_.layout_.clients;
-  // The pipeline: `oldest` had its stage 1 and is answered this turn, `middle` had its
-  // bucket prefetched, and `free` was answered, so detection fills it; each turn moves
-  // them one place on, so a request is answered two pushes after its detection.
-  Item pipeline[kPipelineDepth];
-  Item *oldest = &pipeline[0], *middle = &pipeline[1], *free = &pipeline[2];
+  const std::uint32_t gap = pipeline_gap_;
+  stats_.pipeline_gap = gap;
+  // A ring of items, `pushes` counting its turns: this turn's item (the fresh request or a
+  // no-op) goes to pushes % kPipelineItems; the item `gap` pushes older has its stage 1,
+  // the one 2 x gap older is answered. The rest wait between stages, or are answered.
+  Item pipeline[kPipelineItems];
+  std::uint32_t pushes = 0, held = 0;  // requests in the pipeline, not yet answered
   // The worker's slots are contiguous, client by client: polling walks them in address
   // order, and a poll that finds nothing costs a load, a compare, the walk and the idle
   // count, in locals.
@@ -375,7 +400,7 @@ void Worker::ServeOneByOne(const std::atomic<bool>& stop) {
   std::uint8_t* slot = first;
   std::uint32_t client = 0, w = 0;
   // A sweep of every slot that found nothing means that no request will push the ones in
-  // the pipeline soon (their clients wait for these answers), so the no-op comes then, not
+  // the pipeline soon (their clients wait for these answers), so a no-op comes then, not
   // after HERD's 100 empty polls: with few clients (1 x W=4) the last requests of a window
   // otherwise wait out 100 polls, and the client with them.
   const std::uint32_t noop_after = std::min(kEmptyPollsBeforeNoop, clients * window);
@@ -392,42 +417,42 @@ void Worker::ServeOneByOne(const std::atomic<bool>& stop) {
         if (stop.load(std::memory_order_relaxed)) break;
       }
     }
+    Item& fresh = pipeline[pushes % kPipelineItems];
     const bool found = RequestPresent(polled);
     if (found) {
       idle = 0;
       next_noop = noop_after;
-      if (!Detect(polled, polled_client, *free)) {  // malformed or torn: dropped
+      if (!Detect(polled, polled_client, fresh)) {  // malformed or torn: dropped
         ClearRequest(polled);
         continue;
       }
+      ++held;
     } else {
       if ((++idle & (kIdlePollsBeforeYield - 1)) == 0) sched_yield();
       if (idle != next_noop) continue;
       next_noop += noop_after;
-      // Nothing in the pipeline: nothing to push.
-      if (oldest->kind == RequestKind::kEmpty && middle->kind == RequestKind::kEmpty) continue;
+      if (held == 0) continue;  // nothing in the pipeline: nothing to push
       ++stats_.noops;
-      free->kind = RequestKind::kEmpty;
+      fresh.kind = RequestKind::kEmpty;
     }
-    if (oldest->kind != RequestKind::kEmpty) {
-      Stage2(*oldest);
-      BuildResponse(*oldest, 0);
+    Item& oldest = pipeline[(pushes - 2 * gap) % kPipelineItems];
+    if (oldest.kind != RequestKind::kEmpty) {
+      Stage2(oldest);
+      BuildResponse(oldest, 0);
       PostResponses(1);
-      oldest->kind = RequestKind::kEmpty;  // answered: an idle pipeline is then seen as empty
+      oldest.kind = RequestKind::kEmpty;  // answered
+      --held;
     }
     // The fresh request's slot is cleared after the oldest's answer, not before: the post's
     // locked instructions wait for every earlier store, and the store to the slot waits
     // for the line the client holds (its WRITE put it there), a cross-core round trip on
-    // the answer's path. The fresh request is answered two pushes from now, so its client
-    // writes nothing into the slot until then, and the sweep comes back to it only after
-    // this turn.
+    // the answer's path. The fresh request is answered 2 x gap pushes from now, so its
+    // client writes nothing into the slot until then, and the sweep comes back to it only
+    // after this turn.
     if (found) ClearRequest(polled);
-    Stage1(*middle);
-    Stage0(*free);
-    Item* const answered = oldest;
-    oldest = middle;
-    middle = free;
-    free = answered;
+    Stage1(pipeline[(pushes - gap) % kPipelineItems]);
+    Stage0(fresh);
+    ++pushes;
   }
 }
 
