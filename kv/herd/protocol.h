@@ -105,6 +105,14 @@ inline bool RequestPresent(const std::uint8_t* slot) {
   return *static_cast<const volatile std::uint8_t*>(slot + kSlotBytes - 1) != 0;
 }
 
+// The keyhash in the slot that starts at `slot`, as it is now (a request being written may
+// be torn: for a prefetch's address, never a lookup).
+inline KeyHash PolledKey(const std::uint8_t* slot) {
+  KeyHash key;
+  std::memcpy(&key, slot + kSlotBytes - sizeof(KeyHash), sizeof(KeyHash));
+  return key;
+}
+
 // Reads the slot that starts at `slot` (kSlotBytes long), whose polled byte was seen set
 // (RequestPresent), copying the value to `value_copy` (kMaxValueBytes): a request, or
 // malformed (LEN beyond kMaxValueBytes, an all-zero keyhash below the polled byte, a key of

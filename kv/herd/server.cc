@@ -427,6 +427,9 @@ void Worker::ServeOneByOne(const std::atomic<bool>& stop) {
         continue;
       }
       ++held;
+      // The sweep's next slot, if it holds a request: its bucket starts loading a push
+      // before the request's detection (unchecked: only an address to prefetch).
+      if (RequestPresent(slot)) cache_->PrefetchBucket(PolledKey(slot));
     } else {
       if ((++idle & (kIdlePollsBeforeYield - 1)) == 0) sched_yield();
       if (idle != next_noop) continue;
