@@ -3,9 +3,10 @@
 // --qp of them, used in turn: guide16's multi-queue) and their chunk of the region, which
 // they poll slot by slot, round robin, by the slot's last byte. A detected request enters
 // the 2-stage pipeline (prefetch the index bucket; read it and prefetch the log entry, or
-// do all of a PUT; read the log entry and post the response); after 100 empty polls a
-// no-op pushes the pipeline so no request waits for the next one. With --batch a worker
-// takes up to one request per client in a sweep and answers them with one doorbell.
+// do all of a PUT; read the log entry and post the response), its stages one push apart as
+// HERD's, or more where the keys outgrow the caches; after a sweep of empty polls (HERD:
+// 100) a no-op pushes the pipeline so no request waits for the next one. With --batching a
+// worker takes up to one request per client in a sweep and answers them with one doorbell.
 #include <infiniband/verbs.h>
 #include <sched.h>
 
