@@ -43,7 +43,8 @@ using nlohmann::json;
 // caches, a miss to memory outlasts a push (1 Mi keys here: ~2.4 Mops with gap 1, ~110 ns
 // a request with 1 Ki keys), so the gap grows with the requests a worker's slots let be
 // in flight and more misses overlap; with few slots, or keys that stay cached, a deeper
-// pipeline only holds requests longer (1 Ki keys, 4 x W=4: 0.5-0.9x with gap 2).
+// pipeline only holds requests longer (1 Ki keys, 4 x W=4: 0.46-0.98x with gap 2 in four
+// interleaved pairs, placement noise among them).
 constexpr std::uint32_t kPipelineItems = 8;  // a power of two above 2 x the largest gap
 constexpr std::uint32_t kMaxPipelineGap = 3;
 static_assert(2 * kMaxPipelineGap < kPipelineItems, "the pipeline's ring holds every request in flight and a free item");
