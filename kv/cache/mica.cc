@@ -70,8 +70,7 @@ bool MicaCache::Put(const KeyHash& key, const std::uint8_t* value, std::uint32_t
     ++stats_.put_refused;
     return false;
   }
-  const std::uint64_t entry_bytes =
-      (kEntryHeaderBytes + bytes + kEntryAlignBytes - 1) / kEntryAlignBytes * kEntryAlignBytes;
+  const std::uint64_t entry_bytes = EntryBytes(bytes);
   // Entries are packed (mica.h says why); none straddles the log's end: skip the rest of it.
   const std::uint64_t position = tail_ & log_mask_;
   if (position + entry_bytes > config_.log_bytes) tail_ += config_.log_bytes - position;

@@ -59,12 +59,13 @@ class MicaCache {
   static constexpr std::uint32_t kEntryAlignBytes = 8;
   static constexpr std::uint32_t kLengthBits = 15;  // of the 16 tag bits; the top one marks tag bits 0
   static constexpr std::uint64_t kTagZeroBit = std::uint64_t{1} << 63;
-  static constexpr std::uint32_t kMaxEntryBytes =
-      (kEntryHeaderBytes + kMaxValueBytes + kEntryAlignBytes - 1) / kEntryAlignBytes * kEntryAlignBytes;
+  // The log bytes an entry holding a value of `value_bytes` takes.
+  static constexpr std::uint64_t EntryBytes(std::uint64_t value_bytes) {
+    return (kEntryHeaderBytes + value_bytes + kEntryAlignBytes - 1) / kEntryAlignBytes * kEntryAlignBytes;
+  }
   static_assert(kSlotsPerBucket * sizeof(std::uint64_t) == kBucketBytes, "one bucket is one cache line");
   static_assert(kMaxBucketCountLog2 <= kTagShift, "bucket index bits and tag bits of keyhash lo must not overlap");
   static_assert(kMaxValueBytes < (1u << kLengthBits), "a value length fits the key's tag bits");
-  static_assert(kMaxEntryBytes <= kMinLogBytes, "the smallest log holds the largest entry");
   static_assert(kMaxLogBytes < kOffsetMask, "an intact entry's distance from the tail fits 48 bits");
 
   explicit MicaCache(const MicaConfig& config);
@@ -134,6 +135,8 @@ class MicaCache {
   std::uint64_t tail_ = 0;  // absolute offset of the next append, not wrapped
   mutable Stats stats_;     // counted by const lookups too: the owner thread is the only reader
 };
+
+static_assert(MicaCache::EntryBytes(kMaxValueBytes) <= kMinLogBytes, "the smallest log holds the largest entry");
 
 // Inline: a HERD worker runs both once a GET, between its other per-request steps.
 inline LogRef MicaCache::FindAndPrefetch(const KeyHash& key) const {

@@ -105,8 +105,8 @@ inline bool RequestPresent(const std::uint8_t* slot) {
   return *static_cast<const volatile std::uint8_t*>(slot + kSlotBytes - 1) != 0;
 }
 
-// The keyhash in the slot that starts at `slot`, as it is now (a request being written may
-// be torn: for a prefetch's address, never a lookup).
+// The keyhash in the slot that starts at `slot`, as it is now: a request being written may
+// be torn (ParsePresentRequest's check word catches that; a prefetch needs only an address).
 inline KeyHash PolledKey(const std::uint8_t* slot) {
   KeyHash key;
   std::memcpy(&key, slot + kSlotBytes - sizeof(KeyHash), sizeof(KeyHash));
@@ -124,7 +124,7 @@ inline RequestKind ParsePresentRequest(const std::uint8_t* slot, std::uint32_t w
   std::uint32_t meta = 0;
   std::memcpy(&out->id, trailer, 4);
   std::memcpy(&meta, trailer + 4, 4);
-  std::memcpy(&out->key, trailer + 8, sizeof(KeyHash));
+  out->key = PolledKey(slot);
   out->value_bytes = static_cast<std::uint16_t>(meta & kLenMask);
   const std::uint32_t check = meta >> kLenBits;
   if (out->value_bytes > kMaxValueBytes) return RequestKind::kMalformed;

@@ -251,8 +251,7 @@ void Worker::Setup() {
                                                : static_cast<std::uint32_t>(std::max(4, 64 - std::countl_zero(keys_here / 4)));
   Check(config);
   cache_ = std::make_unique<MicaCache>(config);
-  const std::uint64_t entry_bytes = (MicaCache::kEntryHeaderBytes + static_cast<std::uint64_t>(o.value_size) +
-                                     MicaCache::kEntryAlignBytes - 1) / MicaCache::kEntryAlignBytes * MicaCache::kEntryAlignBytes;
+  const std::uint64_t entry_bytes = MicaCache::EntryBytes(static_cast<std::uint64_t>(o.value_size));
   const std::uint32_t slots = server_.layout_.clients * server_.layout_.window;
   pipeline_gap_ = keys_here * (MicaCache::kBucketBytes + entry_bytes) <= kCachedWorkingSetBytes
                       ? 1
