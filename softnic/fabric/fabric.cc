@@ -323,7 +323,7 @@ void SumDeviceCounters(const FabricHeader& fabric, uint32_t device, uint64_t out
   std::fill(out, out + kCounterCount, 0);
   SumCounterBlock(fabric.devices[device].retired, out);
   for (const ProcessSlot& slot : fabric.processes) {
-    for (const auto& lane : slot.counters) SumCounterBlock(lane[device], out);
+    for (uint32_t lane = 0; lane < LanesInUse(slot); ++lane) SumCounterBlock(slot.counters[lane][device], out);
   }
 }
 

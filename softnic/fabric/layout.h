@@ -13,7 +13,7 @@
 namespace softnic {
 
 constexpr uint32_t kFabricMagic = 0x534e4943;  // "SNIC"
-constexpr uint32_t kFabricLayoutVersion = 12;  // bump with every change to this file's shared structs
+constexpr uint32_t kFabricLayoutVersion = 13;  // bump with every change to this file's shared structs
 constexpr uint32_t kMaxDevices = 16;
 constexpr uint32_t kDefaultDevices = 2;
 constexpr uint32_t kMaxProcesses = 128;
@@ -121,7 +121,8 @@ inline constexpr uint32_t kShapeSlots = 12;
 // One lane of a process's counters for one device. Each thread that counts gets a lane of
 // its own (a single writer: plain load + store, no cache line shared between threads);
 // threads beyond kCounterLanes - 1 share the last lane, marked `shared`, with atomic adds
-// (and no shape slots). A reader sums value[] and every shape slot's count times its
+// (and no shape slots: every message recomputes its counters, several times the cost of a
+// private lane's, so a server whose workers outnumber the lanes is bound by its slowest). A reader sums value[] and every shape slot's count times its
 // per-message counters; `evictions` is odd while the writer folds a slot into value[].
 struct alignas(kCacheLineBytes) CounterBlock {
   uint64_t value[kCounterCount];
@@ -130,7 +131,9 @@ struct alignas(kCacheLineBytes) CounterBlock {
   uint32_t next_victim;
   ShapeCount shapes[kShapeSlots];
 };
-inline constexpr uint32_t kCounterLanes = 8;
+// Enough for a thread per core of a 64-core host. A process touches only the lanes its threads
+// claimed (ProcessSlot::lanes_used); the rest of the file stays unallocated.
+inline constexpr uint32_t kCounterLanes = 64;
 
 // A process attached to the fabric. `liveness` is a robust, process-shared mutex that the
 // process's liveness thread holds for the process lifetime. When the process dies the
@@ -141,8 +144,17 @@ struct alignas(kCacheLineBytes) ProcessSlot {
   std::atomic<int32_t> holder_tid{0};
   std::atomic<uint32_t> incarnation{0};
   std::atomic<uint32_t> pid{0};
+  // Lanes of `counters` the process's threads claimed so far (may exceed kCounterLanes: the
+  // last lane is then shared): readers and the reclaim of a dead process visit only those.
+  std::atomic<uint32_t> lanes_used{0};
   CounterBlock counters[kCounterLanes][kMaxDevices];
 };
+
+// The lanes of `slot` that a thread may have counted in.
+inline uint32_t LanesInUse(const ProcessSlot& slot) {
+  uint32_t used = slot.lanes_used.load(std::memory_order_acquire);
+  return used < kCounterLanes ? used : kCounterLanes;
+}
 
 // A named shared-memory object (queue ring or registered pages). The id encodes its
 // owner, so the objects of a dead process can be found and removed.

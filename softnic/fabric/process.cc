@@ -43,8 +43,9 @@ void Reclaim(Fabric* fabric, uint32_t slot, uint32_t incarnation) {
         ClearMrEntry(*header, mr);
       }
     }
-    for (auto& lane : header->processes[slot].counters) {
-      CounterBlock& counters = lane[d];
+    ProcessSlot& process = header->processes[slot];
+    for (uint32_t lane = 0; lane < LanesInUse(process); ++lane) {
+      CounterBlock& counters = process.counters[lane][d];
       uint64_t left[kCounterCount] = {};
       SumCounterBlock(counters, left);
       for (uint32_t c = 0; c < kCounterCount; ++c) {
@@ -59,6 +60,7 @@ void Reclaim(Fabric* fabric, uint32_t slot, uint32_t incarnation) {
       counters.next_victim = 0;
     }
   }
+  header->processes[slot].lanes_used.store(0, std::memory_order_release);
   ReleaseXrcdsOf(*header, slot);
   RemoveObjectsOf(fabric->directory(), slot, incarnation);
 }

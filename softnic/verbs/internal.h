@@ -448,19 +448,20 @@ class Runtime {
   Fabric fabric_;
   ProcessAttachment self_;
   std::atomic<uint32_t> next_serial_{0};
-  std::atomic<uint32_t> next_counter_lane_{0};
 
   // The calling thread's lane: the first kCounterLanes - 1 threads that count get one each,
-  // later threads share the last (atomic) lane. initial-exec TLS: no __tls_get_addr call
-  // on the post path (libibverbs is loaded with the program, not dlopen()ed late).
-  uint32_t CounterLane() {
-    static thread_local uint32_t lane __attribute__((tls_model("initial-exec"))) = kNoLane;
-    if (__builtin_expect(lane == kNoLane, 0)) {
-      lane = std::min(next_counter_lane_.fetch_add(1, std::memory_order_relaxed), kCounterLanes - 1);
-    }
-    return lane;
-  }
+  // later threads share the last (atomic) lane. Claimed in the process's slot, whose count
+  // tells readers which lanes to visit. initial-exec TLS: no __tls_get_addr call on the
+  // post path (libibverbs is loaded with the program, not dlopen()ed late).
   static constexpr uint32_t kNoLane = ~0u;
+  static inline thread_local uint32_t counter_lane_ __attribute__((tls_model("initial-exec"))) = kNoLane;
+  uint32_t CounterLane() {
+    if (__builtin_expect(counter_lane_ == kNoLane, 0)) {
+      const uint32_t claimed = fabric()->processes[self_.slot].lanes_used.fetch_add(1, std::memory_order_acq_rel);
+      counter_lane_ = std::min(claimed, kCounterLanes - 1);
+    }
+    return counter_lane_;
+  }
   std::atomic<uint64_t> random_state_{0};
   std::mutex maps_mutex_;
   std::unordered_map<uint64_t, void*> ring_maps_;

@@ -97,6 +97,7 @@ bool Runtime::EnsureOwnProcess(std::string* error) {
   progress_thread_started_ = false;
   descriptors.ForgetAfterFork();
   RenewLaneEpoch();  // the QP caches copied from the parent count in the parent's blocks
+  counter_lane_ = kNoLane;  // the forking thread's lane is in the parent's slot
   return true;
 }
 

@@ -222,8 +222,10 @@ void CopyPieces(const Piece* to, uint32_t to_count, const Piece* from, uint32_t 
     uint64_t left = from[f].bytes;
     while (left > 0 && t < to_count) {
       uint64_t part = std::min(left, to[t].bytes - t_offset);
-      std::memcpy(to[t].address + t_offset, source, part);
-      source += part;
+      if (source != nullptr) {  // a piece without an address leaves its target bytes as they are
+        std::memcpy(to[t].address + t_offset, source, part);
+        source += part;
+      }
       left -= part;
       t_offset += part;
       if (t_offset == to[t].bytes) {
@@ -321,9 +323,13 @@ Outcome ExecuteSend(Runtime* runtime, SoftQp* qp, const WorkRequest& wr, Destina
   uint32_t all_count = 0;
   uint8_t grh[kUdGrhBytes];
   if (ud) {
-    WriteGrh(grh, destination.grh, total);
-    all_sources[all_count++] = Piece{grh, kUdGrhBytes};
-    if (ReceiverSeesGrh(fabric, wr.ah)) cqe.wc_flags |= IBV_WC_GRH;
+    // Without a GRH on the wire the GRH area is left as posted (see the fast path).
+    const bool grh_sent = ReceiverSeesGrh(fabric, wr.ah);
+    if (grh_sent) {
+      WriteGrh(grh, destination.grh, total);
+      cqe.wc_flags |= IBV_WC_GRH;
+    }
+    all_sources[all_count++] = Piece{grh_sent ? grh : nullptr, kUdGrhBytes};
   }
   for (uint32_t i = 0; i < source_count; ++i) all_sources[all_count++] = sources[i];
   CopyPieces(targets, target_count, all_sources, all_count);

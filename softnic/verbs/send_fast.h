@@ -317,10 +317,12 @@ struct UdAddress {
     return FastResult::kSlowPath;
   }
   peer->recv_queue.PrefetchHead();
-  if (ud) {
-    WriteGrh(target, peer->grh, sge.length);
-    target += kUdGrhBytes;
-  }
+  // Without a GRH on the wire the buffer's GRH area stays as the receiver posted it, as a
+  // NIC leaves it: a receiver that keeps that area on a line of its own gets one line less
+  // written into its cache per message.
+  const bool grh = ud && ReceiverSeesGrh(fabric, address.ah);
+  if (grh) WriteGrh(target, peer->grh, sge.length);
+  if (ud) target += kUdGrhBytes;
   if (sge.length <= kSmallCopyBytes) {
     CopySmall(target, source, sge.length);
   } else {
@@ -330,7 +332,7 @@ struct UdAddress {
   Cqe cqe = ReceiveCompletion(fabric, qp, peer->qpn, recv_wr_id, opcode, imm_data);
   cqe.recv_dequeued = recv_dequeued;
   cqe.byte_len = static_cast<uint32_t>(needed);
-  if (ud && ReceiverSeesGrh(fabric, address.ah)) cqe.wc_flags |= IBV_WC_GRH;
+  if (grh) cqe.wc_flags |= IBV_WC_GRH;
   PushCqe(peer->recv_cq, cqe, peer->device, (send_flags & IBV_SEND_SOLICITED) != 0);
 
   uint32_t slot = ++qp->sq_posted;

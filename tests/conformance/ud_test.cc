@@ -48,6 +48,24 @@ TEST_P(UdGrhMtu, GrhAreaPrecedesPayload) {
   SendAndCheck(false);
 }
 
+// On IB without a global route no GRH travels: IBV_WC_GRH stays clear and the buffer's
+// GRH area is left as it was posted (a NIC writes what arrived; HERD's client keeps that area
+// on a line of its own so that a response is written into one line fewer).
+TEST_P(UdGrhMtu, GrhAreaLeftAsPostedWithoutGrh) {
+  if (local().roce()) GTEST_SKIP() << "RoCE carries a GRH in every packet";
+  CONFORMANCE_SETUP(SetUpUd(false));
+  std::memset(recv_buf_.data(), 0xA5, kGrhBytes);
+  ASSERT_EQ(PostRecv(pair_.b->qp(), {Sge(recv_buf_, 0, kGrhBytes + kMessageBytes)}, 4), 0);
+  ASSERT_NO_FATAL_FAILURE(PostAndExpect(*pair_.a, Send(kMessageBytes), IBV_WC_SUCCESS));
+  ibv_wc wc{};
+  ASSERT_NO_FATAL_FAILURE(ExpectCompletion(pair_.b->recv_cq(), IBV_WC_SUCCESS, &wc));
+  EXPECT_EQ(wc.byte_len, kGrhBytes + kMessageBytes) << "byte_len counts the GRH area, written or not";
+  EXPECT_FALSE(wc.wc_flags & IBV_WC_GRH) << "no GRH was sent";
+  for (size_t i = 0; i < kGrhBytes; ++i) {
+    ASSERT_EQ(recv_buf_.data()[i], 0xA5) << "GRH area byte " << i << " written though no GRH was sent";
+  }
+}
+
 TEST_P(UdGrhMtu, GlobalRouteSetsWcGrh) {
   CONFORMANCE_SETUP(SetUpUd(true));
   SendAndCheck(true);
