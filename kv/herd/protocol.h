@@ -38,12 +38,19 @@ static_assert(kMaxValueBytes <= kMaxRequestValueBytes, "a HERD slot must hold th
 constexpr std::uint32_t kResponseHeaderBytes = 8;
 constexpr std::uint32_t kUdGrhBytes = 40;
 constexpr std::uint32_t kCacheLineBytes = 64;
-// A client's RECV buffer for responses carrying up to `value_bytes`: GRH, header and value,
-// whole cache lines, so that a client's buffers are packed (1 KB buffers put every
-// response's lines into the same few L1 sets, at the client and at the server that writes them).
-inline std::uint32_t ResponseBufferBytes(std::uint32_t value_bytes) {
-  return (kUdGrhBytes + kResponseHeaderBytes + value_bytes + kCacheLineBytes - 1) / kCacheLineBytes * kCacheLineBytes;
+// A client's RECV buffers for responses carrying up to `value_bytes` follow each other
+// this far apart: a line whose last 40 bytes are the buffer's GRH area, then the header and
+// value in whole lines. The response thus starts a line, and on IB, where a response carries
+// no GRH and the NIC leaves that area alone, it is written into the client's cache as its
+// own lines only (a 32-byte value: one line, where GRH, header and value took two). Packed,
+// not 1 KB apart: 1 KB buffers put every response into the same few L1 sets, at the client
+// and at the server that writes them.
+inline std::uint32_t ResponseStrideBytes(std::uint32_t value_bytes) {
+  return kCacheLineBytes +
+         (kResponseHeaderBytes + value_bytes + kCacheLineBytes - 1) / kCacheLineBytes * kCacheLineBytes;
 }
+// Where a RECV buffer starts in its stride (it ends with the stride).
+constexpr std::uint32_t kResponseBufferOffset = kCacheLineBytes - kUdGrhBytes;
 
 enum class RequestKind : std::uint8_t { kEmpty, kGet, kPut, kMalformed, kTorn };
 enum ResponseStatus : std::uint8_t { kMiss = 0, kHit = 1, kStored = 2, kRefused = 3 };
