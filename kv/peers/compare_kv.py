@@ -45,16 +45,18 @@ def re_exec_under_debian_python() -> None:
         os.execv("/usr/bin/python3", ["/usr/bin/python3", *sys.argv])
 
 
-def run_pair(build: Path, server: list[str], client: list[str], timeout_s: float) -> tuple[dict, dict]:
-    """One standalone server (CPU 0, softnic0) and one client process (CPU 1, softnic1) in a
-    fabric of their own; both print one JSON document."""
+def run_pair(build: Path, server: list[str], client: list[str], timeout_s: float, server_cpus: str = "0",
+             client_cpus: str = "1") -> tuple[dict, dict]:
+    """One standalone server (softnic0, its threads on server_cpus) and one client process
+    (softnic1, on client_cpus) in a fabric of their own; both print one JSON document."""
     fabric = f"cmpkv-{uuid.uuid4().hex[:8]}"
     sn = [str(build / "bin" / "softnic"), "run", "--fabric", fabric, "--devices", "2", "--"]
     port = str(18600 + os.getpid() % 1000)
     try:
-        s = subprocess.Popen([*sn, *server, "-p", port, "-d", "softnic0", "--cpus", "0", "--out_json"],
+        s = subprocess.Popen([*sn, *server, "-p", port, "-d", "softnic0", "--cpus", server_cpus, "--out_json"],
                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-        c = subprocess.run([*sn, *client, "-p", port, "-d", "softnic1", "--cpus", "1", "--out_json", "127.0.0.1"],
+        c = subprocess.run([*sn, *client, "-p", port, "-d", "softnic1", "--cpus", client_cpus, "--out_json",
+                            "127.0.0.1"],
                            capture_output=True, text=True, timeout=timeout_s)
         s_out, s_err = s.communicate(timeout=timeout_s)
     finally:
