@@ -233,17 +233,22 @@ void CountFastMessageSlow(uint64_t requester_key, uint32_t wqe_bytes, bool whole
 
 // Counts one fast-path message of `requester_key` from `requester_device` to
 // `responder_device`, and, when it is the whole post, that post (a doorbell and one WQE by
-// MMIO): three stores in the common case, in the calling thread's lane, which lane_of()
-// finds only when the cache does not hold. Returns the message's WQE bytes, which
-// wqe_bytes_of() computes only then too.
+// MMIO), in the slots `ways` caches: three stores in the common case (one check of way 0),
+// in the calling thread's lane, which lane_of() finds only when neither way holds. Returns
+// the message's WQE bytes, which wqe_bytes_of() computes only then too.
 template <typename WqeBytesOf, typename LaneOf>
 [[gnu::always_inline]] inline uint32_t CountFastMessage(uint64_t requester_key, uint32_t requester_device,
                                                         uint32_t responder_device, WqeBytesOf&& wqe_bytes_of,
-                                                        bool whole_post, FastMessageSlots& slots, LaneOf&& lane_of) {
+                                                        bool whole_post, FastMessageWays& ways, LaneOf&& lane_of) {
+  FastMessageSlots& slots = ways.way[0];
   if (__builtin_expect(!slots.Hold(requester_key, responder_device), 0)) {
-    uint32_t wqe_bytes = wqe_bytes_of();
-    CountFastMessageSlow(requester_key, wqe_bytes, whole_post, slots, lane_of(), requester_device, responder_device);
-    return wqe_bytes;
+    ways.ForCold(requester_key, responder_device);
+    if (!slots.Hold(requester_key, responder_device)) {
+      uint32_t wqe_bytes = wqe_bytes_of();
+      CountFastMessageSlow(requester_key, wqe_bytes, whole_post, slots, lane_of(), requester_device,
+                           responder_device);
+      return wqe_bytes;
+    }
   }
   slots.Bump(whole_post);
   return slots.wqe_bytes;

@@ -130,7 +130,7 @@ uint8_t* TranslateIntoCache(Runtime* runtime, uint32_t device, uint32_t key, uin
         wqe.inline_data = inline_data;
         return WqeBytes(wqe);  // RC and UC WRITEs have the same WQE header
       },
-      post == nullptr, qp->shape_cursors.fast_write[signaled].For(key, peer.device), [&] { return at.lane(); });
+      post == nullptr, qp->shape_cursors.fast_write[signaled], [&] { return at.lane(); });
   if (post != nullptr) post->Add(wqe_bytes);
   if (signaled) PushSendCompletion(qp, wr_id, IBV_WC_RDMA_WRITE, IBV_WC_SUCCESS, sge.length, slot);
   return FastResult::kDone;
@@ -344,7 +344,7 @@ struct UdAddress {
   uint32_t wqe_bytes =
       CountFastMessage(key, qp->device_index, peer->device,
                        [&] { return WqeBytes(ModeledShape(qp, opcode, send_flags, sge.length, 1)); },
-                       post == nullptr, qp->shape_cursors.fast_send[signaled].For(key, peer->device),
+                       post == nullptr, qp->shape_cursors.fast_send[signaled],
                        [&] { return at.lane(); });
   if (post != nullptr) post->Add(wqe_bytes);
   if (signaled) PushSendCompletion(qp, wr_id, IBV_WC_SEND, IBV_WC_SUCCESS, sge.length, slot);
