@@ -122,8 +122,9 @@ inline constexpr uint32_t kShapeSlots = 12;
 // its own (a single writer: plain load + store, no cache line shared between threads);
 // threads beyond kCounterLanes - 1 share the last lane, marked `shared`, with atomic adds
 // (and no shape slots: every message recomputes its counters, several times the cost of a
-// private lane's, so a server whose workers outnumber the lanes is bound by its slowest). A reader sums value[] and every shape slot's count times its
-// per-message counters; `evictions` is odd while the writer folds a slot into value[].
+// private lane's, so a server whose workers outnumber the lanes is bound by its slowest).
+// A reader sums value[] and every shape slot's count times its per-message counters;
+// `evictions` is odd while the writer folds a slot into value[].
 struct alignas(kCacheLineBytes) CounterBlock {
   uint64_t value[kCounterCount];
   uint64_t shared;  // set on the last lane only
