@@ -42,18 +42,19 @@ using nlohmann::json;
 // its log entry prefetched) `gap` pushes later, and its entry read and the request answered
 // `gap` pushes after that. HERD's gap is 1. Where the keys' buckets and entries outgrow the
 // core's own cache, a miss outlasts the time between two pushes (a no-op follows a
-// detection after one empty sweep), so the stages run at least 2 pushes apart, and 3 where
-// the worker's slots let enough requests be in flight: more misses overlap (1 Mi keys on
-// this VM, interleaved pairs: 1 x W=4 2.1-2.8 -> 3.1-3.6 Mops, 2 x W=4 1.34-2.02x, 4 x W=4
-// 2.3-2.7 -> 3.8-3.9). With keys that stay cached a deeper pipeline only holds requests
-// longer (1 Ki keys, 4 x W=4: 0.46-0.98x with gap 2 in four interleaved pairs, placement
-// noise among them).
+// detection after one empty sweep), so the stages run at least 2 pushes apart, and 3 from
+// 16 slots, where enough requests are in flight: more misses overlap (1 Mi keys on this VM,
+// interleaved pairs: 1 x W=4 gap 1 -> 2 2.1-2.8 -> 3.1-3.6 Mops, 2 x W=4 1.34-2.02x; 4 x W=4
+// gap 1 -> 2 2.3-2.7 -> 3.8-3.9, gap 2 -> 3 1.15-2.04x in 6 of 6 pairs, 7.3-8.7 Mops; gap 3
+// at 1 x W=4 0.93-1.61x, not taken). With keys that stay cached a deeper pipeline only
+// holds requests longer (1 Ki keys, 4 x W=4: 0.46-0.98x with gap 2 in four interleaved
+// pairs, placement noise among them).
 constexpr std::uint32_t kPipelineItems = 8;  // a power of two above 2 x the largest gap
 constexpr std::uint32_t kMinDeepPipelineGap = 2, kMaxPipelineGap = 3;
 static_assert(2 * kMaxPipelineGap < kPipelineItems, "the pipeline's ring holds every request in flight and a free item");
-// Slots per worker (clients x window) for each gap: the pipeline holds 2 x gap requests, and
-// the clients need as many again in flight to keep it fed (gap 3 from 24 slots).
-constexpr std::uint32_t kSlotsPerPipelineGap = 8;
+// Slots per worker (clients x window) from which the deepest gap pays: the pipeline holds
+// 2 x gap requests, and the clients need as many again in flight to keep it fed.
+constexpr std::uint32_t kSlotsForMaxPipelineGap = 16;
 // Where the core's L2 size is not reported: the smallest of the hosts measured.
 constexpr std::uint64_t kFallbackPrivateCacheBytes = 1ull << 20;
 constexpr std::uint64_t kStopCheckMask = 0x3FF;
@@ -267,7 +268,7 @@ void Worker::Setup() {
   const std::uint32_t slots = server_.layout_.clients * server_.layout_.window;
   pipeline_gap_ = keys_here * (MicaCache::kBucketBytes + entry_bytes) <= PrivateCacheBytes()
                       ? 1
-                      : std::clamp(slots / kSlotsPerPipelineGap, kMinDeepPipelineGap, kMaxPipelineGap);
+                      : (slots >= kSlotsForMaxPipelineGap ? kMaxPipelineGap : kMinDeepPipelineGap);
   if (o.preload) {
     std::vector<std::uint8_t> value(o.value_size);
     for (std::uint64_t k = 0; k < o.keys; ++k) {
