@@ -29,6 +29,8 @@ void ReleaseXrcdsOf(FabricHeader& header, uint32_t slot) {
 // Frees everything the dead (slot, incarnation) left in the tables. Caller holds admin.
 void Reclaim(Fabric* fabric, uint32_t slot, uint32_t incarnation) {
   FabricHeader* header = fabric->header();
+  ProcessSlot& process = header->processes[slot];
+  const uint32_t lanes = LanesInUse(process);
   for (uint32_t d = 0; d < header->device_count; ++d) {
     DeviceEntry& device = header->devices[d];
     for (QpEntry& qp : device.qps) {
@@ -43,8 +45,7 @@ void Reclaim(Fabric* fabric, uint32_t slot, uint32_t incarnation) {
         ClearMrEntry(*header, mr);
       }
     }
-    ProcessSlot& process = header->processes[slot];
-    for (uint32_t lane = 0; lane < LanesInUse(process); ++lane) {
+    for (uint32_t lane = 0; lane < lanes; ++lane) {
       CounterBlock& counters = process.counters[lane][d];
       uint64_t left[kCounterCount] = {};
       SumCounterBlock(counters, left);
@@ -60,7 +61,7 @@ void Reclaim(Fabric* fabric, uint32_t slot, uint32_t incarnation) {
       counters.next_victim = 0;
     }
   }
-  header->processes[slot].lanes_used.store(0, std::memory_order_release);
+  process.lanes_used.store(0, std::memory_order_release);
   ReleaseXrcdsOf(*header, slot);
   RemoveObjectsOf(fabric->directory(), slot, incarnation);
 }
