@@ -55,12 +55,57 @@ def explore(argv: list[str], console: Console) -> int:
     return outcome.rc
 
 
+def score(argv: list[str], console: Console) -> int:
+    """How well the profile fitted to a backend predicts what that backend measured (plots/score.py)."""
+    from rich.table import Table as RichTable
+
+    from plots import score as score_mod
+    sp = argparse.ArgumentParser(prog="run_all.py score",
+                                 description="score the predictions of the profile fitted to BACKEND "
+                                             "(OUT/fitted/BACKEND/) against what BACKEND measured (OUT/BACKEND/)")
+    sp.add_argument("--out", default=str(cli.kRoot / "results"), help="the results directory (default results/)")
+    sp.add_argument("--backend", default="softnic", help="the measured backend (default softnic)")
+    sp.add_argument("--against", metavar="DIR",
+                    help="a second run of the same suite: scored against --out, the measurement's own floor")
+    args = sp.parse_args(argv)
+    out = pathlib.Path(args.out)
+    against = pathlib.Path(args.against) if args.against else None
+    for d, what in ((out, "--out"), (against, "--against")):
+        if d is not None and not (d / args.backend).is_dir():
+            console.print(f"[red]score: {what} {d} holds no {args.backend} results ({d / args.backend} does not exist); "
+                          f"run the suite first (scripts/run), or name the backend that ran with --backend[/red]")
+            return 2
+    try:
+        doc = score_mod.score(out, args.backend, against)
+    except StoreError as exc:
+        console.print(f"[red]score: {exc}[/red]")
+        return 1
+    if not doc["experiments"]:
+        console.print(f"[red]score: no experiment in {out} has both {args.backend} points and predictions with the "
+                      f"profile fitted to {args.backend} ({doc['fitted']}); fit one (./run_all.py calibrate "
+                      f"--backend {args.backend}), then run the suite (scripts/run)[/red]")
+        return 1
+    table = RichTable(title=f"how well the model knows {args.backend}: the fitted profile "
+                            f"{doc['profile'].get('name')} against {out}")
+    for c in score_mod.kColumns:
+        table.add_column(c, justify="left" if c == "experiment" else "right")
+    for r in score_mod.rows(doc):
+        table.add_row(*r)
+    Console().print(table)
+    for w in doc["warnings"]:
+        console.print(f"[yellow]warning: {w}[/yellow]")
+    console.print(f"score: {score_mod.write(doc, out / 'score')}")
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     """Run (harness/), then report (plots/): the two layers meet only here."""
     argv = list(sys.argv[1:] if argv is None else argv)
     console = Console(stderr=True)
     if argv and argv[0] == "explore":
         return explore(argv[1:], console)
+    if argv and argv[0] == "score":
+        return score(argv[1:], console)
     if argv and argv[0] == "report":
         rp = argparse.ArgumentParser(prog="run_all.py report")
         rp.add_argument("--out", default=str(cli.kRoot / "results"))

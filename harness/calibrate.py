@@ -418,7 +418,7 @@ def main(argv: list[str], console: Console, root: pathlib.Path, run: RunSuite) -
         return 2
     git = static_provenance(root)["git"]
     provenance = {"host": socket.gethostname(), "cpu": facts["cpu"] or platform.machine(),
-                  "kernel": platform.release(), "backend": args.backend, "cluster": args.cluster,
+                  "cores": facts["cores"], "kernel": platform.release(), "backend": args.backend, "cluster": args.cluster,
                   "device": devices_text(facts["devices"]),
                   "driver": ", ".join(facts["providers"]) or "not reported",
                   "commit": f"{git['revision']}{' (dirty tree)' if git['dirty'] else ''}",

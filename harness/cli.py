@@ -39,6 +39,9 @@ USAGE = """run_all.py [EXPERIMENT.yaml|ID|SUITE ...] [options]     run experimen
        run_all.py calibrate [--backend B] [--cluster C] [--name NAME] [--extends PROFILE] [--validate]
                                                               fit a model profile to the backend's verb-level
                                                               points (harness/calibrate.py)
+       run_all.py score [--out DIR] [--backend B] [--against DIR]
+                                                              how well the profile fitted to B predicts what B
+                                                              measured, beside the measurement's own spread
        run_all.py report [--out DIR]                          figures + HTML report from stored results"""
 
 

@@ -34,6 +34,7 @@ kModelWorkers = 4     # predictions asked of rdmalab-model at once (each a short
 @dataclasses.dataclass
 class Options:
     backend: str
+    sweep_backend: Optional[str] = None    # whose sweep blocks are expanded (default: backend); the fitted pass's measured one
     resume: bool = False
     force: bool = False
     fail_fast: bool = False
@@ -103,7 +104,7 @@ def plan(loaded: list[tuple[Experiment, Target]], store: Store, opts: Options) -
     plans = []
     conflicts = []
     for exp, t in loaded:
-        points = expand(exp, t.reduction, opts.backend)
+        points = expand(exp, t.reduction, opts.sweep_backend or opts.backend)
         if opts.backend == "model":
             points = [p for p in points if p.repeat == 0]  # a prediction does not vary between repeats
         stored = {}

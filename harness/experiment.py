@@ -52,9 +52,14 @@ KEYS = {
                                        "only the model represents yet, or a sweep a single softnic host cannot hold)"),
     "labels": ("list", False, "parameters that only label points (plot axes, tables); not checked against a program, "
                               "not passed to it nor to the model"),
-    "model_params": ("mapping", False, "parameters sent only to the model backend, over the point's (e.g. profile, "
-                                       "simulate: true for latency under load), checked against rdmalab-model's "
-                                       "description there; not part of the point id"),
+    "model_params": ("mapping", False, "parameters sent only to the model backend, over the point's, on every model "
+                                       "pass (e.g. simulate: true for latency under load), checked against "
+                                       "rdmalab-model's description there; not part of the point id"),
+    "paper_testbed": ("mapping", False, "model parameters that describe the paper's testbed, not what runs here (its "
+                                        "NIC profile, window_bound: false for its many client machines, its cores): "
+                                        "sent to the model only when it predicts the paper's NIC, over model_params; "
+                                        "the prediction with a profile fitted to a measured backend leaves them out "
+                                        "and predicts the configuration that ran; checked like model_params"),
     "repeats": ("integer", False, "runs of every point (default 1); plots draw error bars over them"),
     "repeat_order": ("string", False, "point (default: a point's repeats one after another) or round: every "
                                       "point once per round, so on a shared host each point's repeats sample "
@@ -130,6 +135,7 @@ class Experiment:
     labels: list[str] = dataclasses.field(default_factory=list)
     repeat_order: str = "point"
     model_params: dict[str, Any] = dataclasses.field(default_factory=dict)
+    paper_testbed: dict[str, Any] = dataclasses.field(default_factory=dict)
     conclusions: list[dict[str, Any]] = dataclasses.field(default_factory=list)
     node: LocDict = dataclasses.field(repr=False, default=None)  # type: ignore[assignment]
     # The description of the program that runs it on the loaded backend (describe.Description),
@@ -254,6 +260,12 @@ def parse_node(path: pathlib.Path, data: Any) -> Experiment:
     model_params = {}
     if (pnode := ck.mapping(data, "model_params", "experiment")) is not None:
         model_params = _check_scalar_map(ck, pnode, "model_params")
+    paper_testbed = {}
+    if (pnode := ck.mapping(data, "paper_testbed", "experiment")) is not None:
+        paper_testbed = _check_scalar_map(ck, pnode, "paper_testbed")
+    for key in sorted(set(model_params) & set(paper_testbed)):
+        ck.error(data["paper_testbed"].line_of(key), "paper_testbed",
+                 f"{key} is in both model_params and paper_testbed; keep one (paper_testbed: the paper's testbed only)")
 
     sweep: list[dict[str, Any]] = []
     raw_sweep = data.get("sweep")
@@ -282,7 +294,7 @@ def parse_node(path: pathlib.Path, data: Any) -> Experiment:
                       binary=binary, mode=mode, roles=roles, params=params, sweep=sweep, repeats=repeats,
                       timeout_s=float(timeout_s), backends=backends, link=link, plot=plot,
                       reference=reference, labels=labels, repeat_order=data.get("repeat_order", "point"),
-                      model_params=model_params,
+                      model_params=model_params, paper_testbed=paper_testbed,
                       conclusions=conclusions, node=data)
 
 

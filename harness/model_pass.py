@@ -14,7 +14,7 @@ from __future__ import annotations
 import dataclasses
 import os
 import pathlib
-from typing import Optional
+from typing import Any, Optional
 
 from rich.console import Console
 
@@ -24,6 +24,7 @@ from .coordinator import Coordinator, Options, load_all, new_run_id, plan
 from .runner import RunConfig
 from .store import Store, fitted_root
 from .suites import Target
+from . import validate
 from .validate import model_binary
 from .yamlloc import ConfigError
 
@@ -38,6 +39,9 @@ class Pass:
     out: pathlib.Path
     profile: Optional[str]      # a profile file; None: each experiment's own (the paper's NIC)
     what: str                   # for the console
+    # The measured backend whose run this pass predicts as it ran (its sweep, the programs'
+    # defaults, no paper_testbed); None: the paper's testbed.
+    predicts_run_of: Optional[str] = None
 
 
 def profile_dir() -> pathlib.Path:
@@ -53,7 +57,26 @@ def fitted_profile(backend: str) -> Optional[pathlib.Path]:
 def passes(out: pathlib.Path, backend: str) -> list[Pass]:
     found = [Pass(pathlib.Path(out), None, "the papers' NICs")]
     if (path := fitted_profile(backend)) is not None:
-        found.append(Pass(fitted_root(out, backend), str(path), f"the profile fitted to {backend} ({path})"))
+        found.append(Pass(fitted_root(out, backend), str(path), f"the profile fitted to {backend} ({path})", backend))
+    return found
+
+
+def program_defaults(experiments: list[experiment_mod.Experiment], bin_dir: pathlib.Path) -> dict[str, dict[str, Any]]:
+    """Per experiment, the defaults of the program that runs it for every parameter the model also
+    takes in the experiment's mode: where a point leaves one unset, the program ran with its default,
+    and a prediction of that run must not take the model's own. A default the model's declaration
+    refuses (another range or choice set) is left out: the model then says what it cannot represent."""
+    found: dict[str, dict[str, Any]] = {}
+    for exp in experiments:
+        errors: list[str] = []
+        resolved = validate.resolve_program(exp, bin_dir, errors)
+        model_desc = exp.program
+        if resolved is None or model_desc is None or exp.mode is None:
+            continue
+        program = resolved[1]
+        found[exp.id] = {name: p.default for name, p in program.params.items()
+                         if p.default is not None and program.takes(exp.mode, name) and model_desc.takes(exp.mode, name)
+                         and validate.value_problem(model_desc.params[name], p.default) is None}
     return found
 
 
@@ -87,8 +110,9 @@ def predict(targets: list[Target], backend: str, out: pathlib.Path, bin_dir: pat
         try:
             loaded = load_all(chosen, kModel, bin_dir, model_bin)
             store = Store(p.out)
-            opts = Options(backend=kModel, resume=not force, force=force)
+            opts = Options(backend=kModel, resume=not force, force=force, sweep_backend=p.predicts_run_of)
             plans = plan(loaded.experiments, store, opts)
+            defaults = program_defaults([e for e, _ in loaded.experiments], bin_dir) if p.predicts_run_of else {}
         except ConfigError as exc:
             for m in exc.messages:
                 console.print(m, markup=False, highlight=False, soft_wrap=True)
@@ -96,7 +120,8 @@ def predict(targets: list[Target], backend: str, out: pathlib.Path, bin_dir: pat
             rc = 1
             continue
         cfg = RunConfig(backend=kModel, root=kRoot, bin_dir=bin_dir, run_id=new_run_id(),
-                        model_bin=model_bin, profile=p.profile)
+                        model_bin=model_bin, profile=p.profile, predicts_run_of=p.predicts_run_of,
+                        program_defaults=defaults)
         coord = Coordinator(cfg, inventory_mod.load("local"), store, opts, console)
         rc = coord.run(plans) or rc
         if coord.interrupted:

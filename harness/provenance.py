@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import functools
 import hashlib
+import os
 import pathlib
 import platform
 import socket
@@ -27,7 +28,7 @@ def static(root: pathlib.Path) -> dict[str, Any]:
     status = _git(root, "status", "--porcelain", "--untracked-files=no")
     return {"git": {"revision": _git(root, "rev-parse", "HEAD") or None, "dirty": bool(status)},
             "harness": {"version": kHarnessVersion, "python": sys.version.split()[0]},
-            "coordinator": {"host": socket.gethostname(), "kernel": platform.release()}}
+            "coordinator": {"host": socket.gethostname(), "kernel": platform.release(), "cores": os.cpu_count()}}
 
 
 @functools.lru_cache(maxsize=32)

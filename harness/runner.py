@@ -65,6 +65,11 @@ class RunConfig:
     bench_schema: Optional[dict] = None
     kv_schema: Optional[dict] = None      # rdmalab-kv/1 documents (kv/schema/)
     profile: Optional[str] = None       # --profile: the model's NIC profile unless a point's `profile` parameter says otherwise
+    # The model predicts what ran on this measured backend (the pass with the profile fitted to it):
+    # the experiments' paper_testbed is left out, and where a point leaves a parameter unset the
+    # model takes the program's own default (program_defaults: experiment id -> name -> value).
+    predicts_run_of: Optional[str] = None
+    program_defaults: dict[str, dict[str, Any]] = dataclasses.field(default_factory=dict)
 
     @property
     def softnic_bin(self) -> pathlib.Path:
@@ -417,9 +422,10 @@ class PointRunner:
         rdmalab-model declares for the mode, the experiment's model_params over the point's."""
         # The NIC profile: a swept `profile` parameter, else --profile, else the experiment's
         # model_params (the paper's hardware), else the default.
-        profile = (point.params.get("profile") or self.cfg.profile or exp.model_params.get("profile")
-                   or kDefaultModelProfile)
-        params = {**point.params, **exp.model_params}
+        testbed = {} if self.cfg.predicts_run_of else exp.paper_testbed
+        profile = (point.params.get("profile") or self.cfg.profile or testbed.get("profile")
+                   or exp.model_params.get("profile") or kDefaultModelProfile)
+        params = {**self.cfg.program_defaults.get(exp.id, {}), **point.params, **exp.model_params, **testbed}
         link = point.params.get("link", exp.link if exp.link != "ib" else None)  # ib: the model's default
         params = {**forwarded(exp, {k: v for k, v in params.items() if k not in kModelHarnessParams}),
                   **({"link": link} if link is not None else {})}

@@ -134,7 +134,7 @@ def _uses(exp: Experiment, covered: set[str], model: bool) -> list[_Use]:
     nodes += [(f"roles.{name}.params", name, spec.get("params")) for name, spec in roles.items()
               if isinstance(spec, dict)]
     if model:
-        nodes.append(("model_params", None, data.get("model_params")))
+        nodes += [(key, None, data.get(key)) for key in ("model_params", "paper_testbed")]
     for where, role, node in nodes:
         if isinstance(node, dict):
             for key, value in node.items():
@@ -142,7 +142,7 @@ def _uses(exp: Experiment, covered: set[str], model: bool) -> list[_Use]:
     return uses
 
 
-def _value_problem(p: Param, value: Any) -> Optional[str]:
+def value_problem(p: Param, value: Any) -> Optional[str]:
     items = [value]
     if p.list and isinstance(value, str) and p.type != "string":
         items = [s.strip() for s in value.split(",")]
@@ -245,7 +245,7 @@ def check(exp: Experiment, desc: Description, backend: str) -> list[str]:
                                            f"{', '.join(map(str, deaf))} of {prog} (systems that read it: {readers}); "
                                            "set it only where the sweep gives those systems")
         for v, line in use.values:
-            problem = _value_problem(p, v)
+            problem = value_problem(p, v)
             if problem is None and p is systems_param and p.choices is None and system_names and v not in system_names:
                 problem = f"system {v!r} is not valid{_near(v, system_names)}; valid: {', '.join(system_names)}"
             if problem:
@@ -259,7 +259,7 @@ def check_reduction(exp: Experiment, params: tuple[tuple[str, Any], ...], where:
     problems = []
     for key, value in params:
         p = exp.program.params.get(key) if exp.program is not None else None
-        if key in exp.params and p is not None and (problem := _value_problem(p, value)):
+        if key in exp.params and p is not None and (problem := value_problem(p, value)):
             problems.append(f"{where}: reduce.params: {problem} (overriding {exp.id}'s {key})")
     return problems
 

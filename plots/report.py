@@ -7,6 +7,7 @@ from __future__ import annotations
 import collections
 import dataclasses
 import html
+import json
 import math
 import os
 import pathlib
@@ -18,6 +19,7 @@ from harness.store import Store, fitted_root, kFinalStatuses, kNotRun, utc_now
 from harness.yamlloc import ConfigError
 
 from . import labels
+from . import score as score_mod
 from .figures import Figure, Table, draw, series_name
 
 # Counts the figures that really loaded, for people (title) and for the headless-browser test (data-*).
@@ -305,6 +307,8 @@ def write_report(store: Store, out_dir: Optional[pathlib.Path] = None,
         return None
     summary = _summary(tally, statements, sorted(measured_judges) + [kModel] + ([kFittedJudge] if fitted_any else [])
                        + [kPaperJudge], judged)
+    if fitted_any and not papers:
+        summary += "".join(_score_section(store, b) for b in sorted(measured_judges))
     page = (f"<!doctype html><html><head><meta charset=\"utf-8\"><title>rdmalab report</title><style>{kCss}</style>"
             f"{kImageCheck}</head><body><h1>rdmalab report</h1><p class=\"muted\">generated {utc_now()} from {_e(store.root)}; "
             f"solid lines: measured; dashed: the model's prediction for the paper's NIC; dotted: the model with the "
@@ -317,6 +321,35 @@ def write_report(store: Store, out_dir: Optional[pathlib.Path] = None,
     tmp.write_text(page)
     os.replace(tmp, path)
     return path
+
+
+def _score_section(store: Store, backend: str) -> str:
+    """How well the model knows this NIC: `run_all.py score`'s table. A second run scored with
+    `score --against DIR` beside it where the stored score names one that still exists."""
+    stored = store.root / "score" / score_mod.kFileName
+    against = None
+    if stored.is_file():
+        try:
+            named = json.loads(stored.read_text()).get("against", {}).get("results")
+        except (OSError, json.JSONDecodeError, AttributeError):
+            named = None
+        if named and (pathlib.Path(named) / backend).is_dir():
+            against = pathlib.Path(named)
+    doc = score_mod.score(store.root, backend, against)
+    if not doc["experiments"]:
+        return ""
+    head = "".join(f'<th class="{"l" if c == "experiment" else ""}">{_e(c)}</th>' for c in score_mod.kColumns)
+    body = "".join("<tr>" + "".join(f'<td class="{"l" if i == 0 else ""}">{_e(v)}</td>' for i, v in enumerate(r))
+                   + "</tr>" for r in score_mod.rows(doc))
+    warn = "".join(f'<p class="failed">warning: {_e(w)}</p>' for w in doc["warnings"])
+    floor = ("a second run of the same suite scored against this one" if against else
+             "no second run given (<code>./run_all.py score --against DIR</code> adds one)")
+    return (f'<h2 id="score-{_e(backend)}">How well the model knows this NIC ({_e(backend)})</h2>'
+            f'<p>The model with the profile fitted to {_e(backend)} ({_e(doc["profile"].get("name"))}) against what '
+            f'{_e(backend)} measured, point by point as the figures pair them: the median |error|, the share within '
+            f'+-30%, the rank agreement (Spearman) per experiment, beside the measurement\'s own spread (its '
+            f'repeats\' coefficient of variation; {floor}). <code>./run_all.py score</code> prints the same and writes '
+            f'it as JSON.</p>{warn}<table class="score" data-backend="{_e(backend)}"><tr>{head}</tr>{body}</table>')
 
 
 def _fitted_table(store: Store, backend: str, exp_id: str) -> Optional[Table]:

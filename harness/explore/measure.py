@@ -36,7 +36,7 @@ def experiment_document(space: Space, exp_id: str, title: str, description: str,
     rows (values of the other dimensions) as a zip sweep."""
     node = space.node
     doc: dict[str, Any] = {"id": exp_id, "title": title, "description": description}
-    for key in ("binary", "mode", "roles", "labels", "model_params", "timeout_s", "link", "backends", "repeats"):
+    for key in ("binary", "mode", "roles", "labels", "model_params", "paper_testbed", "timeout_s", "link", "backends", "repeats"):
         if key in node:
             doc[key] = plain(node[key])
     if space.exp.binary and "binary" in node:

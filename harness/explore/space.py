@@ -26,7 +26,8 @@ from ..experiment import Experiment
 from ..yamlloc import ConfigError, LocDict, LocList
 
 # Keys of a space file that are an experiment's, passed on as they are.
-kExperimentKeys = ("id", "title", "description", "binary", "mode", "roles", "params", "model_params", "labels",
+kExperimentKeys = ("id", "title", "description", "binary", "mode", "roles", "params", "model_params", "paper_testbed",
+                   "labels",
                    "timeout_s", "link", "backends", "repeats")
 SPACE_KEYS = {
     "dimensions": ("mapping", True, "parameter -> [values] or {range: [LO, HI], step: N} or {range: [LO, HI], "

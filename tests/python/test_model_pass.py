@@ -8,6 +8,7 @@ fake_bench stands in for rdmalab-bench (the model predicts its lat points as rdm
 the model is the built rdmalab-model. About 10 s on an idle machine."""
 import re
 import shutil
+import statistics
 
 import pytest
 
@@ -100,3 +101,83 @@ def test_no_model_leaves_the_predictions_out(tmp_path, exp_dir):
     out = tmp_path / "res"
     run_all(path, "--out", out, "--no-model", "--no-report", check=0, model=True)
     assert (out / "softnic" / "herd14-lat").is_dir() and not (out / "model").exists() and not (out / "fitted").exists()
+
+
+def test_score_pairs_the_fitted_predictions_with_the_run_and_a_second_run_is_its_floor(run):
+    import json
+
+    import jsonschema
+    out, _ = run
+    r = run_all("score", "--out", out, "--against", out, check=0)
+    doc = json.loads((out / "score" / "score.json").read_text())
+    jsonschema.validate(doc, json.loads((kRoot / "docs" / "schemas" / "rdmalab-score.schema.json").read_text()))
+    assert doc["backend"] == "softnic" and doc["profile"]["name"] == "softnic"
+    assert sorted(e["experiment"] for e in doc["experiments"]) == ["herd14-lat", "roce-lat"]
+    assert all(e["points"] == 4 for e in doc["experiments"]) and doc["overall"]["points"] == 8
+    # The run against itself: no difference, the same order.
+    assert doc["against"]["median_abs_error"] == 0 and doc["against"]["rank_agreement"] == 1
+    for e in doc["experiments"]:
+        errors = [abs(p["predicted"] / p["measured"] - 1) for p in e["points_detail"]]
+        assert e["median_abs_error"] == pytest.approx(statistics.median(errors))
+    assert "how well the model knows softnic" in r.stdout and "overall" in r.stdout
+    # cx3's copy was not fitted on this host: said so.
+    assert any("not the host the profile was fitted on" in w or "records no provenance" in w for w in doc["warnings"])
+
+
+def test_score_without_a_run_names_what_is_missing(tmp_path):
+    r = run_all("score", "--out", tmp_path, check=2)
+    assert f"{tmp_path / 'softnic'} does not exist" in r.stderr
+
+
+def test_spearman_ranks_ties_and_refuses_too_few_points():
+    from plots.score import spearman
+    assert spearman([1, 2, 3, 4], [10, 20, 30, 40]) == pytest.approx(1)
+    assert spearman([1, 2, 3, 4], [4, 3, 2, 1]) == pytest.approx(-1)
+    assert spearman([1, 2, 2, 3], [1, 2, 2, 3]) == pytest.approx(1)
+    assert spearman([1, 2], [1, 2]) is None and spearman([1, 2, 3], [5, 5, 5]) is None
+
+
+kTestbedBody = kBody.replace("        sweep: {{grid: {{size: [8, 512], verb: [read, write]}}}}\n", """\
+        paper_testbed: {{profile: cx3, {testbed}}}
+        sweep:
+          - backends: [model]
+            grid: {{size: [8], verb: [read, write]}}
+          - backends: [softnic]
+            grid: {{size: [64, 512], verb: [read, write]}}
+""")
+
+
+def test_the_fitted_pass_predicts_what_ran_and_leaves_the_papers_testbed_out(tmp_path):
+    """The paper's pass expands the model's sweep with paper_testbed; the fitted pass the measured
+    backend's sweep, without it."""
+    import json
+    exp_dir = tmp_path / "experiments"
+    exp_dir.mkdir()
+    profiles = tmp_path / "profiles"
+    shutil.copytree(kRoot / "model" / "profiles", profiles)
+    (profiles / "softnic.yaml").write_text((profiles / "cx3.yaml").read_text().replace("name: cx3", "name: softnic", 1))
+    path = write_experiment(exp_dir, "herd14-lat", kTestbedBody.format(title="latency", paper="herd14",
+                                                                       testbed="sge: 3"))
+    out = tmp_path / "res"
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("RDMALAB_MODEL_PROFILES", str(profiles))
+        run_all(path, "--out", out, "--no-report", check=0, model=True)
+
+    def requests(store):
+        return [json.loads(p.read_text()) for p in (store / "herd14-lat" / "points").glob("*.json")]
+    paper = requests(out / "model")
+    fitted = requests(out / "fitted" / "softnic" / "model")
+    measured = requests(out / "softnic")
+    # (8 and 512: the conclusions are judged there, so every backend's sweep holds them)
+    assert {r["point"]["params"]["size"] for r in paper} == {8, 512}
+    assert {r["point"]["id"] for r in fitted} == {r["point"]["id"] for r in measured}
+    assert {r["point"]["params"]["size"] for r in fitted} == {8, 64, 512}
+    assert all(r["roles"][0]["document"]["config"]["sge"] == 3 for r in paper)
+    assert all(r["roles"][0]["document"]["config"].get("sge") != 3 for r in fitted)
+
+
+def test_a_paper_testbed_parameter_the_model_does_not_take_is_refused(tmp_path, exp_dir):
+    path = write_experiment(exp_dir, "herd14-lat", kTestbedBody.format(title="latency", paper="herd14",
+                                                                       testbed="windw_bound: false"))
+    r = run_all(path, "--backend", "model", "--out", tmp_path / "res", check=2)
+    assert "paper_testbed" in r.stderr and "windw_bound" in r.stderr
