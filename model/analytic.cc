@@ -216,9 +216,10 @@ double PayloadLines(const WrShape& wr) {
 }
 
 // Host engine: the engine time a WR's payload adds: its lines, and for a non-inline SEND or
-// WRITE the gather of the payload through its lkey.
+// WRITE the gather of the payload through its lkey, each element beyond the first its own.
 double PayloadNs(const WrShape& wr, const Profile& prof) {
-  return PayloadLines(wr) * prof.nic.line_ns + (NeedsPayloadFetch(wr) ? prof.nic.gather_ns : 0);
+  if (!NeedsPayloadFetch(wr)) return PayloadLines(wr) * prof.nic.line_ns;
+  return PayloadLines(wr) * prof.nic.line_ns + prof.nic.gather_ns + (std::max(wr.sge, 1u) - 1) * prof.nic.sge_ns;
 }
 
 // Host engine: the posting thread's cost of posting a WR beside carrying it out. A WR of a
@@ -522,8 +523,15 @@ Prediction SgBatch(const Point& pt, const Profile& prof, const WireParams& wire)
   if (wr.transport == Transport::kUd && wr.payload_B > wire.mtu_B)
     throw ModelError("params.sge x size = " + std::to_string(wr.payload_B) + " B exceeds the UD MTU " +
                      std::to_string(wire.mtu_B) + " (valid: RC or UC for multi-packet messages)");
-  Demand d = Outbound(wr, pt.post_list, pt.cq_mod, prof, wire);
-  d += Inbound(wr, prof, wire);
+  Demand out = Outbound(wr, pt.post_list, pt.cq_mod, prof, wire);
+  Demand in = Inbound(wr, prof, wire);
+  if (prof.nic.host_engine) {
+    // the sender's engine also scatters the message into the receiver's k-element RECV
+    out.nic_tx_ns += (k - 1) * prof.nic.sge_ns;
+    in.nic_rx_ns += (k - 1) * prof.nic.sge_ns;
+  }
+  Demand d = out;
+  d += in;
   Engagement e;
   e.qps = pt.qp;
   e.cores = pt.threads;

@@ -91,6 +91,7 @@ const std::vector<FieldInfo> kFields = {
     F("nic.host_engine", "bool", 0, 1, nic.host_engine),
     F("nic.line_ns", "ns", 0, kMaxNs, nic.line_ns),
     F("nic.gather_ns", "ns", 0, kMaxNs, nic.gather_ns),
+    F("nic.sge_ns", "ns", 0, kMaxNs, nic.sge_ns),
     F("nic.fast_write_max_B", "B", 0, 1 << 30, nic.fast_write_max_B),
     F("cpu.cores", "cores", 1, 4096, cpu.cores),
     F("cpu.post_mmio_ns", "ns", 0, kMaxNs, cpu.post_mmio_ns),

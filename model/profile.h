@@ -64,6 +64,9 @@ struct NicParams {
   bool host_engine = false;
   double line_ns = 0;               // host engine: time per 64 B line of payload moved
   double gather_ns = 0;             // host engine: a non-inline WR gathers its payload through its lkey
+  // host engine: each scatter/gather element beyond a list's first, at either end: the sender's
+  // gather list and the receiver's RECV scatter list (a key check and a copy of its own each)
+  double sge_ns = 0;
   // host engine: a post of one WRITE of at most this many bytes takes the engine's fast path
   // (cpu.post_mmio_ns); a larger one runs the general engine as a list of one WR
   uint32_t fast_write_max_B = 1u << 30;

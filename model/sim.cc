@@ -220,6 +220,15 @@ SimConfig SimConfigFor(const Point& pt, const Profile& prof, const Prediction& p
   c.qps = pt.qp ? pt.qp : c.clients;
   c.ops = pt.sim_ops;
   c.exponential = pt.sim_exponential;
+  if (prof.nic.host_engine) {
+    // No PUs, PCIe, link or caches: the posting threads carry every operation out on the host's
+    // cores (README "A NIC whose engine is the posting CPU"), so the operations queue at the
+    // analytic bottleneck, whatever it is, at its rate; the unloaded latency stays the base.
+    c.pus = 1;
+    c.pu_service_ns = p.mops > 0 ? 1e3 / p.mops : 0;
+    c.base_latency_ns = std::max(0.0, (p.lat_us > 0 ? p.lat_us * 1000 : 2000) - c.pu_service_ns);
+    return c;
+  }
   c.pus = prof.nic.pus;
   c.pu_service_ns = std::max(d.nic_tx_ns, d.nic_rx_ns) * prof.nic.pus;
   double h2d = (d.h2d_mmio_B + d.h2d_dma_B + d.d2h_tlps * dllp) / pcie_Bps * 1e9;

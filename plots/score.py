@@ -27,6 +27,7 @@ kModel = "model"
 kWithinFraction = 0.30     # a prediction "within" is within +-30% of the measured value
 kMinRankPairs = 3          # fewer pairs than this have no rank agreement worth the name
 kFileName = "score.json"
+kCalibrationDir = "calibrate"   # experiments/calibrate/: the calibration suite and calibrate --validate
 
 
 @dataclasses.dataclass
@@ -100,6 +101,24 @@ def _tables(store: Store, backend: str, exp_id: str) -> Optional[Table]:
     return Table(records) if records else None
 
 
+def _calibration_suite(t: Table) -> bool:
+    """The calibration suite's own experiments (experiments/calibrate/): the profile was fitted to
+    them (calibrate-*) or they are calibrate --validate's own check (validate-*), not the run's."""
+    return any(pathlib.Path(r["experiment"]["file"]).parent.name == kCalibrationDir for r in t.records)
+
+
+def stale_predictions(fitted: Store, profile: dict[str, Any]) -> Optional[str]:
+    """Predictions made before the profile was written predict another profile's NIC."""
+    written = str((profile.get("provenance") or {}).get("date") or "")
+    made = [str(r["provenance"].get("started", "")) for r in fitted.points(kModel)]
+    older = sum(1 for m in made if written and m[:19] < written[:19])  # both ISO 8601, UTC
+    if older:
+        return (f"{older} of {len(made)} fitted predictions were made before the profile was fitted ({written}): "
+                f"they predict an earlier profile; make them again (remove {fitted.root} and run the suite, "
+                f"which resumes: only the predictions run)")
+    return None
+
+
 def run_hosts(store: Store, backend: str) -> set[tuple[str, str]]:
     """(host, kernel) of the coordinator of every point stored for `backend`."""
     return {(c.get("host", "?"), c.get("kernel", "?")) for r in store.points(backend)
@@ -142,7 +161,7 @@ def score(root: pathlib.Path, backend: str, against: Optional[pathlib.Path] = No
             continue
         measured = _tables(store, backend, exp_id)
         predicted = _tables(fitted, kModel, exp_id)
-        if measured is None or predicted is None:
+        if measured is None or predicted is None or _calibration_suite(measured):
             continue
         found = pairs(measured, predicted)
         if not found:
@@ -174,6 +193,8 @@ def score(root: pathlib.Path, backend: str, against: Optional[pathlib.Path] = No
     doc["profile"] = {"name": prof.get("name"), "provenance": prof.get("provenance") or {}}
     doc["warnings"] = host_warnings(prof, run_hosts(store, backend), cores) if prof else [
         f"no fitted profile found for {backend}'s predictions"]
+    if prof and (stale := stale_predictions(fitted, prof)):
+        doc["warnings"].append(stale)
     return doc
 
 

@@ -149,6 +149,22 @@ TEST(Analytic, SgBatchingAmortisesPerWrCosts) {
   EXPECT_GT(Eval(many, "sgbatch", cx3).mops, Eval(one, "sgbatch", cx3).mops);
 }
 
+// On a host engine each element of a gather list and of the RECV's scatter list is the engine's
+// own work (nic.sge_ns): a batch of k packets does not amortise them, at the sender nor the receiver.
+TEST(Analytic, HostEngineSgBatchPaysEveryElement) {
+  Profile engine = LoadProfile("host-engine", DefaultProfileDir());
+  engine.cpu.cores = 2;  // one core each: the two forwarding processes of a one-host run
+  engine.nic.sge_ns = 0;
+  nlohmann::json k16 = {{"verb", "send"}, {"connection", "RC"}, {"size", 64}, {"sge", 16}, {"threads", 1}};
+  double free_elements = Eval(k16, "sgbatch", engine).mops;
+  engine.nic.sge_ns = 100;
+  double paid = Eval(k16, "sgbatch", engine).mops;
+  // each packet: its element gathered and scattered by its sender's thread, (k - 1) / k of them
+  // beyond a list's first, on both hosts' cores
+  EXPECT_LT(paid, free_elements);
+  EXPECT_LE(paid, 1e3 / (2 * 100.0 * 15 / 16) + 1e-9);
+}
+
 TEST(Analytic, LatencyOfReadExceedsInlineWrite) {
   Prediction r = Eval({{"verb", "read"}, {"size", 32}}, "lat");
   Prediction w = Eval({{"verb", "write_inline"}, {"size", 32}}, "lat");

@@ -135,5 +135,23 @@ TEST(Sim, TenMillionOperationsTakeUnderTenSeconds) {
               static_cast<unsigned long long>(r.events), r.mops);
 }
 
+// A host engine has no PUs, PCIe or link: the simulator queues the operations at the analytic
+// bottleneck (the posting threads' cores), so a key-value point simulated with softnic's profile
+// keeps the analytic rate when saturated and the analytic round trip when one request is out.
+TEST(Sim, HostEngineQueuesAtTheAnalyticBottleneck) {
+  static Profile softnic = LoadProfile("softnic", DefaultProfileDir());
+  auto config = [&](int window, Prediction* analytic) {
+    Point pt = PointFromJson({{"mode", "kv"}, {"roles", {{"client", 1}}},
+                              {"params", {{"system", "herd"}, {"window", window}, {"sim_ops", 100000}}}});
+    *analytic = Predict(pt, softnic);
+    return SimConfigFor(pt, softnic, *analytic);
+  };
+  Prediction a;
+  SimResult one = Simulate(config(1, &a));
+  EXPECT_NEAR(one.lat_us_mean / a.lat_us, 1.0, 0.05) << one.lat_us_mean << " vs " << a.lat_us;
+  SimResult many = Simulate(config(64, &a));
+  EXPECT_NEAR(many.mops / a.mops, 1.0, 0.05) << many.mops << " vs " << a.mops;
+}
+
 }  // namespace
 }  // namespace rdmalab::model
