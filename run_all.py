@@ -104,6 +104,9 @@ def main(argv: list[str] | None = None) -> int:
     console = Console(stderr=True)
     if argv and argv[0] == "explore":
         return explore(argv[1:], console)
+    if argv and argv[0] == "import":
+        from harness import imported
+        return imported.main(argv[1:], console, cli.kRoot)
     if argv and argv[0] == "score":
         return score(argv[1:], console)
     if argv and argv[0] == "report":

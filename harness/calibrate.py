@@ -346,6 +346,9 @@ def parser(root: pathlib.Path) -> argparse.ArgumentParser:
     p.add_argument("--validate", action="store_true",
                    help="also measure the application-level validation experiments and compare them with the model")
     p.add_argument("--force", action="store_true", help="re-measure every point (default: resume what is stored)")
+    p.add_argument("--no-run", action="store_true",
+                   help="run nothing: fit the points stored already, measured or imported (run_all.py import); "
+                        "fields no stored point determines, and the host's own costs, stay as --extends has them")
     p.add_argument("--out", default=str(root / "results"), help="results directory (default: results/)")
     p.add_argument("--profile-dir", default=str(root / "model" / "profiles"), help="where the profile is written")
     p.add_argument("--bin-dir", default=str(root / "build" / "bin"))
@@ -382,8 +385,12 @@ def main(argv: list[str], console: Console, root: pathlib.Path, run: RunSuite) -
     except ConfigError as exc:
         console.print("\n".join(exc.messages), markup=False)
         return 2
+    if args.no_run and (args.validate or args.force):
+        console.print("run_all.py calibrate: --no-run runs nothing, so neither --validate nor --force applies; "
+                      "nothing was done", markup=False)
+        return 2
     to_run = [str(f) for f in cal_files + val_files]   # one run: the validation measured beside the calibration
-    rc = run([*to_run, *common], console)
+    rc = 0 if args.no_run else run([*to_run, *common], console)
     if rc == 2 or rc == 130:
         return rc
     store = Store(args.out)
@@ -400,7 +407,7 @@ def main(argv: list[str], console: Console, root: pathlib.Path, run: RunSuite) -
                                     "process of a one-host run"},
             # the fit's start for the cores a shared host leaves the run: all of them
             "cpu.available_cores": {"value": facts["cores"], "source": "measured: os.cpu_count (fit start)"}}
-    one_host = args.cluster in kOneHostClusters and args.backend != "model"
+    one_host = args.cluster in kOneHostClusters and args.backend != "model" and not args.no_run
     if one_host:
         try:
             host.update(host_measurements(pathlib.Path(args.bin_dir), store.root / args.backend / "calibrate-host"))

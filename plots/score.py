@@ -107,10 +107,10 @@ def _calibration_suite(t: Table) -> bool:
     return any(pathlib.Path(r["experiment"]["file"]).parent.name == kCalibrationDir for r in t.records)
 
 
-def stale_predictions(fitted: Store, profile: dict[str, Any]) -> Optional[str]:
+def stale_predictions(fitted: Store, profile: dict[str, Any], experiments: list[str]) -> Optional[str]:
     """Predictions made before the profile was written predict another profile's NIC."""
     written = str((profile.get("provenance") or {}).get("date") or "")
-    made = [str(r["provenance"].get("started", "")) for r in fitted.points(kModel)]
+    made = [str(r["provenance"].get("started", "")) for e in experiments for r in fitted.points(kModel, e)]
     older = sum(1 for m in made if written and m[:19] < written[:19])  # both ISO 8601, UTC
     if older:
         return (f"{older} of {len(made)} fitted predictions were made before the profile was fitted ({written}): "
@@ -122,7 +122,7 @@ def stale_predictions(fitted: Store, profile: dict[str, Any]) -> Optional[str]:
 def run_hosts(store: Store, backend: str) -> set[tuple[str, str]]:
     """(host, kernel) of the coordinator of every point stored for `backend`."""
     return {(c.get("host", "?"), c.get("kernel", "?")) for r in store.points(backend)
-            for c in [r["provenance"].get("coordinator") or {}]}
+            if "imported_from" not in r["provenance"] for c in [r["provenance"].get("coordinator") or {}]}
 
 
 def host_warnings(profile: dict[str, Any], hosts: set[tuple[str, str]], cores: set[Any]) -> list[str]:
@@ -193,7 +193,7 @@ def score(root: pathlib.Path, backend: str, against: Optional[pathlib.Path] = No
     doc["profile"] = {"name": prof.get("name"), "provenance": prof.get("provenance") or {}}
     doc["warnings"] = host_warnings(prof, run_hosts(store, backend), cores) if prof else [
         f"no fitted profile found for {backend}'s predictions"]
-    if prof and (stale := stale_predictions(fitted, prof)):
+    if prof and (stale := stale_predictions(fitted, prof, [e["experiment"] for e in experiments])):
         doc["warnings"].append(stale)
     return doc
 
