@@ -39,6 +39,10 @@ USAGE = """run_all.py [EXPERIMENT.yaml|ID|SUITE ...] [options]     run experimen
        run_all.py calibrate [--backend B] [--cluster C] [--name NAME] [--extends PROFILE] [--validate]
                                                               fit a model profile to the backend's verb-level
                                                               points (harness/calibrate.py)
+       run_all.py check --profile P [--backend B] [--suite NAME] [--tolerance auto|PCT]
+                                                              measure the calibration suite, fail (exit 1) where
+                                                              the NIC falls short of profile P, naming what
+       run_all.py import perftest|qperf FILE... [--backend B] store other tools' results as points
        run_all.py score [--out DIR] [--backend B] [--against DIR]
                                                               how well the profile fitted to B predicts what B
                                                               measured, beside the measurement's own spread
@@ -139,6 +143,9 @@ def main(argv: Optional[list[str]] = None, console: Optional[Console] = None) ->
     console = console or Console(stderr=True)
     if argv and argv[0] == "paper":
         return paper(argv[1:], console)
+    if argv and argv[0] == "check":
+        from . import check
+        return Outcome(check.main(argv[1:], console, kRoot, lambda a, c: main(a, c).rc))
     if argv and argv[0] == "calibrate":
         from . import calibrate
         return Outcome(calibrate.main(argv[1:], console, kRoot, lambda a, c: main(a, c).rc))

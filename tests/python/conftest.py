@@ -32,7 +32,7 @@ def run_all(*args, timeout=kRunTimeoutS, check=None, model=False):
     """Runs run_all.py as a user would (its own process), returns CompletedProcess. Without
     `model`, a run leaves out the model's predictions that every run adds (--no-model): most tests
     run fake_bench experiments, which the model cannot predict."""
-    if not model and args and str(args[0]) not in ("report", "paper", "score", "import"):
+    if not model and args and str(args[0]) not in ("report", "paper", "score", "import", "check"):
         args = (*args, "--no-model")
     r = subprocess.run(["/usr/bin/python3", str(kRunAll), *map(str, args)], capture_output=True, text=True,
                        timeout=timeout, env={**os.environ, "COLUMNS": "200"})
