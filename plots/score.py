@@ -17,6 +17,8 @@ import pathlib
 import statistics
 from typing import Any, Optional
 
+import yaml
+
 from harness.model_pass import fitted_profile
 from harness.store import Store, fitted_root
 
@@ -96,7 +98,7 @@ def _repeat_spread(t: Table) -> Optional[float]:
     return statistics.median(cvs) if cvs else None
 
 
-def _tables(store: Store, backend: str, exp_id: str) -> Optional[Table]:
+def _table(store: Store, backend: str, exp_id: str) -> Optional[Table]:
     records = list(store.points(backend, exp_id))
     return Table(records) if records else None
 
@@ -144,13 +146,11 @@ def host_warnings(profile: dict[str, Any], hosts: set[tuple[str, str]], cores: s
 
 def _profile(backend: str) -> dict[str, Any]:
     """The profile the fitted pass predicts with (harness/model_pass.py: the one named after the backend)."""
-    import yaml
     path = fitted_profile(backend)
     return (yaml.safe_load(path.read_text()) or {}) if path else {}
 
 
-def score(root: pathlib.Path, backend: str, against: Optional[pathlib.Path] = None,
-          profile: Optional[dict[str, Any]] = None) -> dict[str, Any]:
+def score(root: pathlib.Path, backend: str, against: Optional[pathlib.Path] = None) -> dict[str, Any]:
     """The `rdmalab-score/1` document of one results directory."""
     store = Store(root)
     fitted = Store(fitted_root(root, backend))
@@ -159,8 +159,8 @@ def score(root: pathlib.Path, backend: str, against: Optional[pathlib.Path] = No
     for b, exp_id in store.experiments():
         if b != backend:
             continue
-        measured = _tables(store, backend, exp_id)
-        predicted = _tables(fitted, kModel, exp_id)
+        measured = _table(store, backend, exp_id)
+        predicted = _table(fitted, kModel, exp_id)
         if measured is None or predicted is None or _calibration_suite(measured):
             continue
         found = pairs(measured, predicted)
@@ -169,7 +169,7 @@ def score(root: pathlib.Path, backend: str, against: Optional[pathlib.Path] = No
         entry = {"experiment": exp_id, **summary(found), "spread": {"repeats_cv": _repeat_spread(measured)},
                  "points_detail": [{"key": [str(k) for k in p.key], "measured": p.measured, "predicted": p.predicted,
                                     "error": p.error} for p in found]}
-        second = _tables(other, backend, exp_id) if other else None
+        second = _table(other, backend, exp_id) if other else None
         if second is not None:
             floor = pairs(measured, second)
             entry["spread"]["against"] = summary(floor)
@@ -187,7 +187,7 @@ def score(root: pathlib.Path, backend: str, against: Optional[pathlib.Path] = No
     if other is not None:
         doc["against"] = {"results": str(against), **summary(floor_pooled),
                           "rank_agreement": statistics.median(floor_rhos) if floor_rhos else None}
-    prof = profile if profile is not None else _profile(backend)
+    prof = _profile(backend)
     cores = {c.get("cores") for r in store.points(backend) for c in [r["provenance"].get("coordinator") or {}]
              if c.get("cores") is not None}
     doc["profile"] = {"name": prof.get("name"), "provenance": prof.get("provenance") or {}}
