@@ -434,7 +434,8 @@ class Runtime {
   std::map<uintptr_t, Anchor> anchors;
   std::vector<RetiredAnchor> retired_anchors;
   std::vector<ForkCopy> fork_copies;
-  size_t anchor_sweep_at = 0;  // idle and retired anchors that make the next sweep due
+  size_t anchors_made = 0;  // since the last sweep of anchors (memory.cc)
+  size_t anchor_sweep_at = 0;
   int maps_fd = -1;  // /proc/self/maps, opened with the first registration; this process's only
   std::map<BackingKey, SharedBacking> shared_backings;
   DescriptorService descriptors;  // the descriptors of shared backings, for peers

@@ -158,14 +158,13 @@ std::map<uintptr_t, Anchor>::iterator RetireAnchor(Runtime* runtime, std::map<ui
 
 constexpr size_t kMinAnchorSweep = 64;
 
-// Removes the objects of anchors whose whole range the program has unmapped (freed
-// buffers), and forgets retired ranges no longer mapped, so that /dev/shm holds the pages
-// of freed memory only until a sweep: each one runs once the idle and retired anchors
-// have doubled since the last. Caller holds anchors_mutex.
-void SweepAnchors(Runtime* runtime, bool now) {
-  size_t idle = runtime->retired_anchors.size();
-  for (const auto& [start, anchor] : runtime->anchors) idle += anchor.references == 0;
-  if (!now && idle < runtime->anchor_sweep_at) return;
+// Counts a registration that made anchors, and once as many came since the last sweep as
+// anchors were left by it, removes the objects of anchors whose whole range the program has unmapped (freed
+// buffers) and forgets retired ranges no longer mapped: /dev/shm holds the pages of freed
+// memory at most until then, at an amortized cost per registration that does not grow with
+// the anchors. Caller holds anchors_mutex.
+void SweepAnchors(Runtime* runtime) {
+  if (++runtime->anchors_made < runtime->anchor_sweep_at) return;
   std::vector<ForkCopy> parts;
   for (auto it = runtime->anchors.begin(); it != runtime->anchors.end();) {
     const Anchor& anchor = it->second;
@@ -182,9 +181,8 @@ void SweepAnchors(Runtime* runtime, bool now) {
     parts.clear();
     return ObjectParts(runtime, retired.start, retired.end, retired.device, retired.inode, &parts) && parts.empty();
   });
-  idle = runtime->retired_anchors.size();
-  for (const auto& [start, anchor] : runtime->anchors) idle += anchor.references == 0;
-  runtime->anchor_sweep_at = std::max(kMinAnchorSweep, 2 * idle);
+  runtime->anchors_made = 0;
+  runtime->anchor_sweep_at = std::max(kMinAnchorSweep, runtime->anchors.size() + runtime->retired_anchors.size());
 }
 
 // Shared mappings of objects in the fabric directory that are no anchor of ours are retired
@@ -334,7 +332,7 @@ bool FillSegments(Runtime* runtime, uintptr_t page_begin, uintptr_t page_end, Mr
     FillAnchorSegment(runtime, anchor_start, piece, &entry->segments[i], mr);
   }
   entry->segment_count = uint32_t(pieces.size());
-  if (anchored) SweepAnchors(runtime, false);
+  if (anchored) SweepAnchors(runtime);
   return true;
 }
 
@@ -496,6 +494,7 @@ void ChildAfterForkAnchors() {
   runtime->fork_copies.clear();
   runtime->anchors.clear();
   runtime->retired_anchors.clear();
+  runtime->anchors_made = 0;
   runtime->anchor_sweep_at = 0;
   // It reads the parent's mappings, not the child's.
   if (runtime->maps_fd >= 0) close(runtime->maps_fd);
