@@ -434,9 +434,9 @@ class Runtime {
   std::map<uintptr_t, Anchor> anchors;
   std::vector<RetiredAnchor> retired_anchors;
   std::vector<ForkCopy> fork_copies;
-  size_t anchors_made = 0;  // since the last sweep of anchors (memory.cc)
+  size_t anchors_made = 0;  // registrations that made anchors since the last sweep (memory.cc)
   size_t anchor_sweep_at = 0;
-  int maps_fd = -1;  // /proc/self/maps, opened with the first registration; this process's only
+  int maps_fd = -1;  // /proc/self/maps for PROCMAP_QUERY, held from the first registration (memory.cc)
   std::map<BackingKey, SharedBacking> shared_backings;
   DescriptorService descriptors;  // the descriptors of shared backings, for peers
 

@@ -112,14 +112,22 @@ bool CreateAnchor(Runtime* runtime, uintptr_t start, uintptr_t end, Anchor* anch
   return true;
 }
 
+constexpr int kNoMapsQuery = -2;  // Runtime::maps_fd once the kernel proved it has no PROCMAP_QUERY
+
 // The mappings of [begin, end), through the process's own held /proc/self/maps. Caller
 // holds anchors_mutex.
 bool ReadOwnMappings(Runtime* runtime, uintptr_t begin, uintptr_t end, std::vector<Vma>* vmas) {
-  if (runtime->maps_fd < 0) runtime->maps_fd = open("/proc/self/maps", O_RDONLY | O_CLOEXEC);
-  if (QueryMappings(begin, end, vmas, runtime->maps_fd)) return true;
-  // The program may have closed the descriptor (and its number may name a file of its own
-  // now): forget it, never close it, and read the text.
-  runtime->maps_fd = -1;
+  const bool fresh = runtime->maps_fd == -1;
+  if (fresh) runtime->maps_fd = open("/proc/self/maps", O_RDONLY | O_CLOEXEC);
+  if (runtime->maps_fd >= 0 && QueryMappings(begin, end, vmas, runtime->maps_fd)) return true;
+  if (fresh && runtime->maps_fd >= 0) {
+    close(runtime->maps_fd);
+    runtime->maps_fd = kNoMapsQuery;
+  } else if (runtime->maps_fd != kNoMapsQuery) {
+    // A descriptor that answered before and fails now was closed by the program, and its
+    // number may name a file of the program's: forget it, never close it.
+    runtime->maps_fd = -1;
+  }
   vmas->clear();
   return ParseMappings(begin, end, vmas);
 }
