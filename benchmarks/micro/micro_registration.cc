@@ -44,7 +44,9 @@ struct Pd {
   Pd() {
     int count = 0;
     ibv_device** list = ibv_get_device_list(&count);
-    if (list == nullptr || count == 0) throw std::runtime_error("no RDMA device (is LD_LIBRARY_PATH=build/lib/softnic set?)");
+    if (list == nullptr || count == 0) {
+      throw std::runtime_error("no RDMA device (is LD_LIBRARY_PATH=build/lib/softnic set?)");
+    }
     context = ibv_open_device(list[0]);
     ibv_free_device_list(list);
     if (context == nullptr) Fail("ibv_open_device", errno);

@@ -160,17 +160,19 @@ std::map<uintptr_t, Anchor>::iterator RetireAnchor(Runtime* runtime, std::map<ui
                                                     bool still_mapped) {
   const Anchor& anchor = it->second;
   RemoveObject(runtime->directory(), anchor.object_id);
-  if (still_mapped) runtime->retired_anchors.push_back(RetiredAnchor{it->first, anchor.end, anchor.device, anchor.inode});
+  if (still_mapped) {
+    runtime->retired_anchors.push_back(RetiredAnchor{it->first, anchor.end, anchor.device, anchor.inode});
+  }
   return runtime->anchors.erase(it);
 }
 
 constexpr size_t kMinAnchorSweep = 64;
 
 // Counts a registration that made anchors, and once as many came since the last sweep as
-// anchors were left by it, removes the objects of anchors whose whole range the program has unmapped (freed
-// buffers) and forgets retired ranges no longer mapped: /dev/shm holds the pages of freed
-// memory at most until then, at an amortized cost per registration that does not grow with
-// the anchors. Caller holds anchors_mutex.
+// anchors were left by it, retires the idle anchors whose range the program has unmapped or
+// replaced (freed buffers) and forgets retired ranges no longer mapped: /dev/shm holds the
+// pages of freed memory at most until then, at an amortized cost per registration that does
+// not grow with the anchors. Caller holds anchors_mutex.
 void SweepAnchors(Runtime* runtime) {
   if (++runtime->anchors_made < runtime->anchor_sweep_at) return;
   std::vector<ForkCopy> parts;
@@ -468,7 +470,9 @@ void PrepareForkAnchors() {
   if (runtime == nullptr) return;
   runtime->anchors_mutex.lock();
   runtime->fork_copies.clear();
-  for (const auto& [start, anchor] : runtime->anchors) PlanForkCopy(runtime, start, anchor.end, anchor.device, anchor.inode);
+  for (const auto& [start, anchor] : runtime->anchors) {
+    PlanForkCopy(runtime, start, anchor.end, anchor.device, anchor.inode);
+  }
   for (const RetiredAnchor& retired : runtime->retired_anchors) {
     PlanForkCopy(runtime, retired.start, retired.end, retired.device, retired.inode);
   }
