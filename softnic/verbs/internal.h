@@ -16,6 +16,7 @@
 #include <mutex>
 #include <string>
 #include <unordered_map>
+#include <utility>
 #include <vector>
 
 #include "softnic/fabric/accounting.h"
@@ -110,7 +111,10 @@ struct BackingKey {
 struct SoftMr {
   ibv_mr mr;
   uint32_t index;
-  std::vector<uintptr_t> anchors;  // anchor start addresses this MR holds a reference on
+  // The anchors this MR holds a reference on: start address and object id (a forked child's
+  // anchor at the same address has another id, so releasing an MR inherited from the parent
+  // leaves it alone).
+  std::vector<std::pair<uintptr_t, uint64_t>> anchors;
   std::vector<BackingKey> shared;  // shared backings this MR holds a reference on
 };
 

@@ -278,7 +278,7 @@ void FillAnchorSegment(Runtime* runtime, uintptr_t anchor_start, const Piece& pi
   segment->lead = segment->trail = 0;
   segment->page_shift = 0;
   anchor.references++;
-  mr->anchors.push_back(anchor_start);
+  mr->anchors.emplace_back(anchor_start, anchor.object_id);
 }
 
 // Fills the entry's segments for [page_begin, page_end): anchors for private pages, the
@@ -350,9 +350,9 @@ bool FillSegments(Runtime* runtime, uintptr_t page_begin, uintptr_t page_end, Mr
 // pages as they are, and a registration cache re-registers the same buffers.
 void ReleaseBackings(Runtime* runtime, const SoftMr& mr) {
   std::lock_guard<std::mutex> lock(runtime->anchors_mutex);
-  for (uintptr_t start : mr.anchors) {
+  for (const auto& [start, object_id] : mr.anchors) {
     auto it = runtime->anchors.find(start);
-    if (it != runtime->anchors.end()) it->second.references--;
+    if (it != runtime->anchors.end() && it->second.object_id == object_id) it->second.references--;
   }
   for (const BackingKey& key : mr.shared) ReleaseSharedBacking(runtime, key);
 }
