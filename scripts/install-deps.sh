@@ -15,6 +15,8 @@ packages=(
   ucx-utils
   # tests/integration: third-party RDMA programs run unmodified on softnic
   qperf libfabric-bin
+  # tests/integration/test_mpi.py, benchmarks/peers/compare_mpi.py: MPI over UCX on softnic
+  mpich libmpich-dev openmpi-bin libopenmpi-dev
   # kv/: the TCP baselines the key-value systems are compared with (rdmalab-kv --system memcached|redis)
   memcached redis-server
   # tests: ABI checks, non-root user checks

@@ -16,6 +16,7 @@
 #include <mutex>
 #include <string>
 #include <unordered_map>
+#include <utility>
 #include <vector>
 
 #include "softnic/fabric/accounting.h"
@@ -110,7 +111,10 @@ struct BackingKey {
 struct SoftMr {
   ibv_mr mr;
   uint32_t index;
-  std::vector<uintptr_t> anchors;  // anchor start addresses this MR holds a reference on
+  // The anchors this MR holds a reference on: start address and object id (a forked child's
+  // anchor at the same address has another id, so releasing an MR inherited from the parent
+  // leaves it alone).
+  std::vector<std::pair<uintptr_t, uint64_t>> anchors;
   std::vector<BackingKey> shared;  // shared backings this MR holds a reference on
 };
 
@@ -347,10 +351,31 @@ struct RemoteMrMapping {
   uint8_t* base;  // address of the MR's first page in this process; written before translation
 };
 
+// Private pages made shareable by a registration (memory.cc). An anchor outlives its MRs:
+// the range stays mapped from the object, named, so a later registration of it changes no
+// mapping; it goes only once the range no longer maps the object (the program unmapped it).
 struct Anchor {
   uintptr_t end;
   uint64_t object_id;
-  uint32_t references;
+  uint64_t device;  // of the object's file: what /proc/self/maps shows while it is mapped
+  uint64_t inode;
+  uint32_t references;  // MRs that use it
+};
+
+// An anchor whose name went while some of its range may still map the object: a forked
+// child must copy what is, or it would share those pages with its parent.
+struct RetiredAnchor {
+  uintptr_t start;
+  uintptr_t end;
+  uint64_t device;
+  uint64_t inode;
+};
+
+// What a forked child copies: the parts of anchors' ranges that map their objects, found by
+// the parent before fork() so that the child allocates nothing before they are private.
+struct ForkCopy {
+  uintptr_t start;
+  uintptr_t end;
 };
 
 // Memory that was already shared when registered (verbs/backing.cc).
@@ -411,9 +436,11 @@ class Runtime {
   // anchors_mutex.
   std::mutex anchors_mutex;
   std::map<uintptr_t, Anchor> anchors;
-  // Ranges of anchors whose last MR went (start -> end): still mapped shared, so a forked
-  // child must copy them as it copies live anchors, or it shares those heap pages.
-  std::map<uintptr_t, uintptr_t> unnamed_anchors;
+  std::vector<RetiredAnchor> retired_anchors;
+  std::vector<ForkCopy> fork_copies;
+  size_t anchors_made = 0;  // registrations that made anchors since the last sweep (memory.cc)
+  size_t anchor_sweep_at = 0;
+  int maps_fd = -1;  // /proc/self/maps for PROCMAP_QUERY, held from the first registration (memory.cc)
   std::map<BackingKey, SharedBacking> shared_backings;
   DescriptorService descriptors;  // the descriptors of shared backings, for peers
 

@@ -58,8 +58,8 @@ constexpr uint64_t kCoveringOrNextVma = 0x10;
 
 }  // namespace
 
-bool QueryMappings(uintptr_t begin, uintptr_t end, std::vector<Vma>* out) {
-  int maps = open("/proc/self/maps", O_RDONLY | O_CLOEXEC);
+bool QueryMappings(uintptr_t begin, uintptr_t end, std::vector<Vma>* out, int maps_fd) {
+  int maps = maps_fd >= 0 ? maps_fd : open("/proc/self/maps", O_RDONLY | O_CLOEXEC);
   if (maps < 0) return false;
   char name[kMaxMappingNameBytes];
   bool answered = true;
@@ -88,7 +88,7 @@ bool QueryMappings(uintptr_t begin, uintptr_t end, std::vector<Vma>* out) {
     Append(std::move(vma), out);
     cursor = query.vma_end;
   }
-  close(maps);
+  if (maps != maps_fd) close(maps);
   return answered;
 }
 
@@ -127,8 +127,8 @@ bool ParseMappings(uintptr_t begin, uintptr_t end, std::vector<Vma>* out) {
   return true;
 }
 
-bool ReadMappings(uintptr_t begin, uintptr_t end, std::vector<Vma>* out) {
-  if (QueryMappings(begin, end, out)) return true;
+bool ReadMappings(uintptr_t begin, uintptr_t end, std::vector<Vma>* out, int maps_fd) {
+  if (QueryMappings(begin, end, out, maps_fd)) return true;
   out->clear();
   return ParseMappings(begin, end, out);
 }

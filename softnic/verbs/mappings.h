@@ -24,13 +24,15 @@ struct Vma {
   std::string path;
 };
 
-// The mappings that overlap [begin, end), in address order. False with errno.
-bool ReadMappings(uintptr_t begin, uintptr_t end, std::vector<Vma>* out);
+// The mappings that overlap [begin, end), in address order. False with errno. `maps_fd`, when
+// not -1, is this process's /proc/self/maps held open by the caller: opening it costs more
+// than the query of a registration that finds its pages anchored already.
+bool ReadMappings(uintptr_t begin, uintptr_t end, std::vector<Vma>* out, int maps_fd = -1);
 
 // The two ways ReadMappings takes. QueryMappings asks the kernel with PROCMAP_QUERY (Linux
 // 6.11), one ioctl per mapping, and knows page sizes; false when the kernel cannot answer.
 // ParseMappings reads the text, every line below the range too.
-bool QueryMappings(uintptr_t begin, uintptr_t end, std::vector<Vma>* out);
+bool QueryMappings(uintptr_t begin, uintptr_t end, std::vector<Vma>* out, int maps_fd = -1);
 bool ParseMappings(uintptr_t begin, uintptr_t end, std::vector<Vma>* out);
 
 }  // namespace softnic

@@ -1,17 +1,24 @@
 // Protection domains and memory registration.
 //
-// Private pages under a region move into shared-memory "anchor" objects: their contents
-// are copied into a new object which is then mapped over the same virtual range
-// (MAP_FIXED | MAP_SHARED). The owner keeps its addresses; a peer maps the same objects
-// once, when it first meets the key, and from then on reaches the memory with plain loads
-// and stores. Pages already anchored by an earlier registration are reused, never moved
-// again, so overlapping registrations see one copy of the data. Pages that are already
-// shared (SysV shm, shared file, memfd and hugetlbfs mappings) stay where they are and
-// peers map their backing (backing.cc): a copy would cut the owner off from every other
-// process and mapping that shares them.
+// Private pages under a region become shareable the first time a registration covers
+// them: their contents are copied into a new "anchor" object which is then mapped over
+// the same virtual range (MAP_FIXED | MAP_SHARED). The owner keeps its addresses and its
+// data; a peer maps the same object once, when it first meets the key, and from then on
+// reaches the memory with plain loads and stores. An anchor outlives the MRs that use it:
+// a later registration of its pages, and every deregistration, changes no mapping at all,
+// so MPI's and UCX's registration caches, which drop an entry when its pages are unmapped
+// or remapped, keep theirs. The one remap goes straight to the kernel (syscall(2)), not
+// through libc's mmap, which those caches' hooks (UCX's UCM, Open MPI's patcher, an
+// LD_PRELOAD interposer) intercept: the pages keep their addresses, access and contents,
+// so it is no event of the program's. Pages that are already shared (SysV shm, shared
+// file, memfd and hugetlbfs mappings) stay where they are and peers map their backing
+// (backing.cc): a copy would cut the owner off from every other process and mapping that
+// shares them.
 #include <fcntl.h>
 #include <poll.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -55,12 +62,30 @@ int AccessError(unsigned access, const char* verb) {
 uintptr_t PageDown(uintptr_t address) { return address & ~(uintptr_t{kPageBytes} - 1); }
 uintptr_t PageUp(uintptr_t address) { return PageDown(address + kPageBytes - 1); }
 
+// mmap(2) and mremap(2) without libc's wrappers, for the remaps of the program's own pages
+// that keep its addresses and contents: memory hooks must not take them for the program's.
+void* KernelMmap(uintptr_t at, size_t bytes, int prot, int flags, int fd) {
+  return reinterpret_cast<void*>(syscall(SYS_mmap, at, bytes, long{prot}, long{flags}, long{fd}, 0L));
+}
+void* KernelMremap(uintptr_t from, size_t bytes, uintptr_t to) {
+  return reinterpret_cast<void*>(syscall(SYS_mremap, from, bytes, bytes, long{MREMAP_MAYMOVE | MREMAP_FIXED}, to));
+}
+
 // Moves [start, end) into a new anchor object. Caller holds anchors_mutex.
-bool CreateAnchor(Runtime* runtime, uintptr_t start, uintptr_t end, uint64_t* object_id) {
+bool CreateAnchor(Runtime* runtime, uintptr_t start, uintptr_t end, Anchor* anchor) {
   size_t bytes = end - start;
   uint64_t id = runtime->NewObjectId();
   int fd = CreateObject(runtime->directory(), id, bytes);
   if (fd < 0) return false;
+  // Before the copy: a store to the range between the copy and the mapping would be lost.
+  struct stat status;
+  if (fstat(fd, &status) != 0) {
+    int err = errno;
+    close(fd);
+    RemoveObject(runtime->directory(), id);
+    errno = err;
+    return false;
+  }
   // pwrite reads the old pages through the kernel: a range that is not mapped fails with
   // EFAULT here instead of crashing the caller.
   size_t done = 0;
@@ -75,8 +100,7 @@ bool CreateAnchor(Runtime* runtime, uintptr_t start, uintptr_t end, uint64_t* ob
     }
     done += size_t(n);
   }
-  void* map = mmap(reinterpret_cast<void*>(start), bytes, PROT_READ | PROT_WRITE,
-                   MAP_SHARED | MAP_FIXED, fd, 0);
+  void* map = KernelMmap(start, bytes, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED, fd);
   int err = errno;
   close(fd);
   if (map == MAP_FAILED) {
@@ -84,13 +108,96 @@ bool CreateAnchor(Runtime* runtime, uintptr_t start, uintptr_t end, uint64_t* ob
     errno = err;
     return false;
   }
-  *object_id = id;
+  *anchor = Anchor{end, id, status.st_dev, status.st_ino, 0};
   return true;
 }
 
-// Shared mappings of objects in the fabric directory are anchors of earlier registrations,
-// deregistered since (or their pages reused by malloc): the owner's private memory, which
-// no one else maps any more and which moves into a new anchor like any private page.
+constexpr int kNoMapsQuery = -2;  // Runtime::maps_fd once the kernel proved it has no PROCMAP_QUERY
+
+// The mappings of [begin, end), through the process's own held /proc/self/maps. Caller
+// holds anchors_mutex.
+bool ReadOwnMappings(Runtime* runtime, uintptr_t begin, uintptr_t end, std::vector<Vma>* vmas) {
+  const bool fresh = runtime->maps_fd == -1;
+  if (fresh) runtime->maps_fd = open("/proc/self/maps", O_RDONLY | O_CLOEXEC);
+  if (runtime->maps_fd >= 0 && QueryMappings(begin, end, vmas, runtime->maps_fd)) return true;
+  if (fresh && runtime->maps_fd >= 0) {
+    close(runtime->maps_fd);
+    runtime->maps_fd = kNoMapsQuery;
+  } else if (runtime->maps_fd != kNoMapsQuery) {
+    // A descriptor that answered before and fails now was closed by the program, and its
+    // number may name a file of the program's: forget it, never close it.
+    runtime->maps_fd = -1;
+  }
+  vmas->clear();
+  return ParseMappings(begin, end, vmas);
+}
+
+bool MapsObject(const Vma& vma, uint64_t device, uint64_t inode) {
+  return vma.shared && vma.device == device && vma.inode == inode;
+}
+
+// Appends the parts of [start, end) that still map the object (device, inode).
+bool ObjectParts(Runtime* runtime, uintptr_t start, uintptr_t end, uint64_t device, uint64_t inode,
+                 std::vector<ForkCopy>* parts) {
+  std::vector<Vma> vmas;
+  if (!ReadOwnMappings(runtime, start, end, &vmas)) return false;
+  for (const Vma& vma : vmas) {
+    if (!MapsObject(vma, device, inode)) continue;
+    uintptr_t from = std::max(vma.start, start), to = std::min(vma.end, end);
+    if (!parts->empty() && parts->back().end == from) {
+      parts->back().end = to;
+    } else {
+      parts->push_back(ForkCopy{from, to});
+    }
+  }
+  return true;
+}
+
+// Ends the anchor at `it`, which no MR uses: its name goes, so no peer can map it any more,
+// and what of its range still maps the object is remembered for fork. Caller holds
+// anchors_mutex.
+std::map<uintptr_t, Anchor>::iterator RetireAnchor(Runtime* runtime, std::map<uintptr_t, Anchor>::iterator it,
+                                                    bool still_mapped) {
+  const Anchor& anchor = it->second;
+  RemoveObject(runtime->directory(), anchor.object_id);
+  if (still_mapped) {
+    runtime->retired_anchors.push_back(RetiredAnchor{it->first, anchor.end, anchor.device, anchor.inode});
+  }
+  return runtime->anchors.erase(it);
+}
+
+constexpr size_t kMinAnchorSweep = 64;
+
+// Counts a registration that made anchors, and once as many came since the last sweep as
+// anchors were left by it, retires the idle anchors whose range the program has unmapped or
+// replaced (freed buffers) and forgets retired ranges no longer mapped: /dev/shm holds the
+// pages of freed memory at most until then, at an amortized cost per registration that does
+// not grow with the anchors. Caller holds anchors_mutex.
+void SweepAnchors(Runtime* runtime) {
+  if (++runtime->anchors_made < runtime->anchor_sweep_at) return;
+  std::vector<ForkCopy> parts;
+  for (auto it = runtime->anchors.begin(); it != runtime->anchors.end();) {
+    const Anchor& anchor = it->second;
+    parts.clear();
+    if (anchor.references != 0 || !ObjectParts(runtime, it->first, anchor.end, anchor.device, anchor.inode, &parts)) {
+      ++it;
+    } else if (parts.size() == 1 && parts[0].start == it->first && parts[0].end == anchor.end) {
+      ++it;
+    } else {
+      it = RetireAnchor(runtime, it, !parts.empty());
+    }
+  }
+  std::erase_if(runtime->retired_anchors, [&](const RetiredAnchor& retired) {
+    parts.clear();
+    return ObjectParts(runtime, retired.start, retired.end, retired.device, retired.inode, &parts) && parts.empty();
+  });
+  runtime->anchors_made = 0;
+  runtime->anchor_sweep_at = std::max(kMinAnchorSweep, runtime->anchors.size() + runtime->retired_anchors.size());
+}
+
+// Shared mappings of objects in the fabric directory that are no anchor of ours are retired
+// anchors: the owner's private memory, which no one else maps any more and which moves into
+// a new anchor like any private page.
 bool IsPrivate(const Vma& vma, const std::string& directory) {
   return !vma.shared || (vma.path.size() > directory.size() && vma.path.compare(0, directory.size(), directory) == 0 &&
                          vma.path[directory.size()] == '/');
@@ -104,16 +211,36 @@ struct Piece {
   const Vma* vma;  // kShared: the mapping it lies in
 };
 
+// Whether [start, end) maps the anchor's object throughout, by `vmas` (in address order).
+bool AnchorMapped(const Anchor& anchor, uintptr_t start, uintptr_t end, const std::vector<Vma>& vmas) {
+  uintptr_t covered = start;
+  for (const Vma& vma : vmas) {
+    if (vma.end <= covered) continue;
+    if (vma.start > covered || !MapsObject(vma, anchor.device, anchor.inode)) return false;
+    covered = vma.end;
+    if (covered >= end) return true;
+  }
+  return false;
+}
+
 // Splits [page_begin, page_end) into runs that are anchored already, private (to be
-// anchored; adjacent private mappings make one run) or shared. Caller holds anchors_mutex.
+// anchored; adjacent private mappings make one run) or shared. An anchor that no MR uses
+// and whose pages the program has since unmapped or replaced is retired, and with
+// `merge_idle` every anchor that no MR uses, so that its pages join one new anchor with
+// their neighbours. Caller holds anchors_mutex.
 bool PlanPieces(Runtime* runtime, uintptr_t page_begin, uintptr_t page_end, const std::vector<Vma>& vmas,
-                std::vector<Piece>* pieces) {
+                bool merge_idle, std::vector<Piece>* pieces) {
   auto& anchors = runtime->anchors;
   size_t v = 0;
   for (uintptr_t cursor = page_begin; cursor < page_end;) {
     auto it = anchors.upper_bound(cursor);
     if (it != anchors.begin() && std::prev(it)->second.end > cursor) {
-      uintptr_t stop = std::min<uintptr_t>(std::prev(it)->second.end, page_end);
+      auto at = std::prev(it);
+      uintptr_t stop = std::min<uintptr_t>(at->second.end, page_end);
+      if (at->second.references == 0 && (merge_idle || !AnchorMapped(at->second, cursor, stop, vmas))) {
+        RetireAnchor(runtime, at, true);
+        continue;
+      }
       pieces->push_back(Piece{Piece::kAnchored, cursor, stop, nullptr});
       cursor = stop;
       continue;
@@ -151,7 +278,7 @@ void FillAnchorSegment(Runtime* runtime, uintptr_t anchor_start, const Piece& pi
   segment->lead = segment->trail = 0;
   segment->page_shift = 0;
   anchor.references++;
-  mr->anchors.push_back(anchor_start);
+  mr->anchors.emplace_back(anchor_start, anchor.object_id);
 }
 
 // Fills the entry's segments for [page_begin, page_end): anchors for private pages, the
@@ -162,15 +289,19 @@ bool FillSegments(Runtime* runtime, uintptr_t page_begin, uintptr_t page_end, Mr
   if (page_begin == page_end) return true;
   std::lock_guard<std::mutex> lock(runtime->anchors_mutex);
   std::vector<Vma> vmas;
-  if (!ReadMappings(page_begin, page_end, &vmas)) {
+  if (!ReadOwnMappings(runtime, page_begin, page_end, &vmas)) {
     int err = errno;
     Warn("ibv_reg_mr: cannot read /proc/self/maps: %s", std::strerror(err));
     errno = err;
     return false;
   }
   std::vector<Piece> pieces;
-  if (!PlanPieces(runtime, page_begin, page_end, vmas, &pieces)) return false;
-  // Nothing has changed yet, so a registration that cannot fit changes nothing.
+  if (!PlanPieces(runtime, page_begin, page_end, vmas, false, &pieces)) return false;
+  if (pieces.size() > kMaxMrSegments) {
+    pieces.clear();
+    if (!PlanPieces(runtime, page_begin, page_end, vmas, true, &pieces)) return false;
+  }
+  // No page has moved yet, so a registration that cannot fit changes no mapping.
   if (pieces.size() > kMaxMrSegments) {
     errno = ENOMEM;
     Warn("ibv_reg_mr: range [%#" PRIxPTR ", %#" PRIxPTR ") comes in %zu pieces (earlier registrations, private "
@@ -195,6 +326,7 @@ bool FillSegments(Runtime* runtime, uintptr_t page_begin, uintptr_t page_end, Mr
       return false;
     }
   }
+  bool anchored = false;
   for (size_t i = 0; i < pieces.size(); ++i) {
     const Piece& piece = pieces[i];
     if (piece.kind == Piece::kShared) continue;
@@ -202,32 +334,25 @@ bool FillSegments(Runtime* runtime, uintptr_t page_begin, uintptr_t page_end, Mr
     if (piece.kind == Piece::kAnchored) {
       anchor_start = std::prev(runtime->anchors.upper_bound(piece.start))->first;
     } else {
-      uint64_t id = 0;
-      if (!CreateAnchor(runtime, piece.start, piece.end, &id)) return false;
-      runtime->anchors.emplace(piece.start, Anchor{piece.end, id, 0});
-      // Unnamed ranges inside the new anchor are mapped anew: nothing of them to copy at fork.
-      auto& unnamed = runtime->unnamed_anchors;
-      for (auto it = unnamed.lower_bound(piece.start); it != unnamed.end() && it->first < piece.end;) {
-        it = it->second <= piece.end ? unnamed.erase(it) : std::next(it);
-      }
+      Anchor anchor;
+      if (!CreateAnchor(runtime, piece.start, piece.end, &anchor)) return false;
+      runtime->anchors.emplace(piece.start, anchor);
+      anchored = true;
     }
     FillAnchorSegment(runtime, anchor_start, piece, &entry->segments[i], mr);
   }
   entry->segment_count = uint32_t(pieces.size());
+  if (anchored) SweepAnchors(runtime);
   return true;
 }
 
+// Anchors stay, mapped and named, when their last MR goes: a NIC's deregistration leaves the
+// pages as they are, and a registration cache re-registers the same buffers.
 void ReleaseBackings(Runtime* runtime, const SoftMr& mr) {
   std::lock_guard<std::mutex> lock(runtime->anchors_mutex);
-  for (uintptr_t start : mr.anchors) {
+  for (const auto& [start, object_id] : mr.anchors) {
     auto it = runtime->anchors.find(start);
-    if (it == runtime->anchors.end() || --it->second.references > 0) continue;
-    // The pages stay mapped for the owner; only the name goes, so no new peer can map it.
-    RemoveObject(runtime->directory(), it->second.object_id);
-    // An earlier, longer anchor from the same start may still be mapped beyond this one.
-    uintptr_t& unnamed_end = runtime->unnamed_anchors[start];
-    unnamed_end = std::max(unnamed_end, it->second.end);
-    runtime->anchors.erase(it);
+    if (it != runtime->anchors.end() && it->second.object_id == object_id) it->second.references--;
   }
   for (const BackingKey& key : mr.shared) ReleaseSharedBacking(runtime, key);
 }
@@ -309,13 +434,13 @@ namespace {
 int g_fork_pipe[2] = {-1, -1};
 constexpr int kForkCopyWaitMs = 10000;
 
-// Replaces [start, end) by a private copy of itself.
+// Replaces [start, end) by a private copy of itself, past memory hooks as CreateAnchor maps.
 void MakePrivate(uintptr_t start, uintptr_t end) {
   size_t bytes = end - start;
-  void* copy = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  void* copy = KernelMmap(0, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1);
   if (copy == MAP_FAILED) return;
   std::memcpy(copy, reinterpret_cast<void*>(start), bytes);
-  mremap(copy, bytes, bytes, MREMAP_MAYMOVE | MREMAP_FIXED, reinterpret_cast<void*>(start));
+  KernelMremap(reinterpret_cast<uintptr_t>(copy), bytes, start);
 }
 
 // Whether [start, end) is mapped throughout (mincore fails with ENOMEM on a hole); no
@@ -330,18 +455,30 @@ bool MappedThroughout(uintptr_t start, uintptr_t end) {
   }
   return true;
 }
+
+// Adds what of [start, end) maps the object to the child's copies; the whole range, where
+// the mappings cannot be read, for the child to copy if it is mapped at all.
+void PlanForkCopy(Runtime* runtime, uintptr_t start, uintptr_t end, uint64_t device, uint64_t inode) {
+  if (!ObjectParts(runtime, start, end, device, inode, &runtime->fork_copies)) {
+    runtime->fork_copies.push_back(ForkCopy{start, end});
+  }
+}
 }  // namespace
 
 void PrepareForkAnchors() {
   Runtime* runtime = Runtime::Get();
   if (runtime == nullptr) return;
   runtime->anchors_mutex.lock();
-  // Ranges unmapped since their anchor went (freed buffers) are nothing to copy any more.
-  std::erase_if(runtime->unnamed_anchors, [](const auto& range) { return !MappedThroughout(range.first, range.second); });
+  runtime->fork_copies.clear();
+  for (const auto& [start, anchor] : runtime->anchors) {
+    PlanForkCopy(runtime, start, anchor.end, anchor.device, anchor.inode);
+  }
+  for (const RetiredAnchor& retired : runtime->retired_anchors) {
+    PlanForkCopy(runtime, retired.start, retired.end, retired.device, retired.inode);
+  }
   // The parent waits until the child has copied the shared pages, so that it copies them
   // as they were at the fork.
-  const bool shared_pages = !runtime->anchors.empty() || !runtime->unnamed_anchors.empty();
-  if (shared_pages && pipe2(g_fork_pipe, O_CLOEXEC) != 0) g_fork_pipe[0] = g_fork_pipe[1] = -1;
+  if (!runtime->fork_copies.empty() && pipe2(g_fork_pipe, O_CLOEXEC) != 0) g_fork_pipe[0] = g_fork_pipe[1] = -1;
 }
 
 void ParentAfterForkAnchors() {
@@ -355,6 +492,7 @@ void ParentAfterForkAnchors() {
     close(g_fork_pipe[0]);
     g_fork_pipe[0] = g_fork_pipe[1] = -1;
   }
+  runtime->fork_copies.clear();
   runtime->anchors_mutex.unlock();
 }
 
@@ -362,14 +500,17 @@ void ChildAfterForkAnchors() {
   Runtime* runtime = Runtime::Get();
   if (runtime == nullptr) return;
   // Every copy before any allocation or free: until then the heap may be the parent's too.
-  for (const auto& [start, anchor] : runtime->anchors) MakePrivate(start, anchor.end);
-  // An unnamed anchor's range may have been unmapped since; a range mapped again as
-  // private memory is copied onto itself, which changes nothing.
-  for (const auto& [start, end] : runtime->unnamed_anchors) {
-    if (MappedThroughout(start, end)) MakePrivate(start, end);
+  for (const ForkCopy& copy : runtime->fork_copies) {
+    if (MappedThroughout(copy.start, copy.end)) MakePrivate(copy.start, copy.end);
   }
+  runtime->fork_copies.clear();
   runtime->anchors.clear();
-  runtime->unnamed_anchors.clear();
+  runtime->retired_anchors.clear();
+  runtime->anchors_made = 0;
+  runtime->anchor_sweep_at = 0;
+  // It reads the parent's mappings, not the child's.
+  if (runtime->maps_fd >= 0) close(runtime->maps_fd);
+  runtime->maps_fd = -1;
   if (g_fork_pipe[1] >= 0) {
     [[maybe_unused]] ssize_t n = write(g_fork_pipe[1], "c", 1);
     close(g_fork_pipe[0]);

@@ -4,7 +4,12 @@
 // old rkey (or to the old range) gets IBV_WC_REM_ACCESS_ERR and writes nothing (UC: the
 // write is dropped). Each test first warms the requester with several WRITEs through the
 // key, so that a cached translation would be used if it survived; MultiProcessMrInvalidation
-// does the same with the requester in another process.
+// does the same with the requester in another process. A registration of pages registered
+// before reaches what the owner stores there now: after a deregistration (the pages keep
+// what made them shareable), and after the owner unmapped them and mapped new memory at the
+// same address (nothing of the old pages may be reached).
+#include <sys/mman.h>
+
 #include <cstdlib>
 #include <cstring>
 
@@ -152,6 +157,47 @@ TEST_P(MrInvalidation, UcWriteAfterReregDropsRemoteWriteDropped) {
     ASSERT_NO_FATAL_FAILURE(PostAndExpect(*pair_.a, Write(remote_buf_.addr(), remote_buf_.rkey(), 80 + i), IBV_WC_SUCCESS));
   EXPECT_TRUE(AllZero(remote_buf_.data(), kRegionBytes)) << "UC write landed after rereg dropped REMOTE_WRITE";
   EXPECT_EQ(QueryState(pair_.a->qp()), IBV_QPS_RTS);
+}
+
+// A registration of `bytes` at `at` on the peer, read and written through by the requester:
+// the READ must return `expect` (the owner's latest stores), the WRITE must reach the owner.
+void ReadThenWriteThrough(Pair& pair, Buffer& local, ibv_pd* pd, uint8_t* at, size_t bytes,
+                          uint8_t expect) {
+  MrPtr mr(ibv_reg_mr(pd, at, bytes, kAllRemoteAccess));
+  ASSERT_TRUE(mr != nullptr) << "ibv_reg_mr: " << strerror(errno);
+  std::memset(local.data(), 0, kMessageBytes);
+  const uint64_t last = reinterpret_cast<uintptr_t>(at) + bytes - kMessageBytes;  // the range's last page too
+  ASSERT_NO_FATAL_FAILURE(PostAndExpect(*pair.a, {.opcode = IBV_WR_RDMA_READ, .sges = {Sge(local, 0, kMessageBytes)},
+                                                  .wr_id = 90, .remote_addr = last, .rkey = mr->rkey},
+                                        IBV_WC_SUCCESS));
+  for (size_t i = 0; i < kMessageBytes; ++i) ASSERT_EQ(local.data()[i], expect) << "READ byte " << i;
+  std::memset(local.data(), expect + 1, kMessageBytes);
+  ASSERT_NO_FATAL_FAILURE(PostAndExpect(*pair.a, {.opcode = IBV_WR_RDMA_WRITE, .sges = {Sge(local, 0, kMessageBytes)},
+                                                  .wr_id = 91, .remote_addr = last, .rkey = mr->rkey},
+                                        IBV_WC_SUCCESS));
+  for (size_t i = 0; i < kMessageBytes; ++i) ASSERT_EQ(at[bytes - kMessageBytes + i], expect + 1) << "WRITE byte " << i;
+}
+
+TEST_P(MrInvalidation, RegistrationAgainReachesTheOwnersStoresAndNewMappings) {
+  CONFORMANCE_SETUP(SetUpPair(IBV_QPT_RC));
+  constexpr size_t kBytes = 2 * kRegionBytes;
+  void* mapped = mmap(nullptr, kBytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  ASSERT_NE(mapped, MAP_FAILED) << strerror(errno);
+  auto* at = static_cast<uint8_t*>(mapped);
+  ibv_pd* pd = peer().pd();
+  std::memset(at, 'A', kBytes);
+  ASSERT_NO_FATAL_FAILURE(ReadThenWriteThrough(pair_, local_buf_, pd, at, kBytes, 'A'));
+  std::memset(at, 'C', kBytes);  // deregistered: stores of the owner alone
+  ASSERT_NO_FATAL_FAILURE(ReadThenWriteThrough(pair_, local_buf_, pd, at, kBytes, 'C'));
+  ASSERT_EQ(munmap(at, kBytes), 0);
+  void* again = mmap(at, kBytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED_NOREPLACE, -1, 0);
+  if (again != at) {
+    if (again != MAP_FAILED) munmap(again, kBytes);
+    GTEST_SKIP() << "the address could not be mapped again";
+  }
+  std::memset(at, 'E', kBytes);
+  ASSERT_NO_FATAL_FAILURE(ReadThenWriteThrough(pair_, local_buf_, pd, at, kBytes, 'E'));
+  munmap(at, kBytes);
 }
 
 TEST_P(MrInvalidation, ReregRejectsInvalidArguments) {

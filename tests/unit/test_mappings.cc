@@ -2,6 +2,7 @@
 // PROCMAP_QUERY and the text of /proc/self/maps describe the same mappings, so the text
 // parser, which only kernels before 6.11 use, stays right; a shared mapping split by
 // mprotect reads as one piece of its backing.
+#include <fcntl.h>
 #include <gtest/gtest.h>
 #include <sys/mman.h>
 #include <sys/shm.h>
@@ -60,6 +61,15 @@ TEST(Mappings, QueryAndTextAgree) {
   if (!QueryMappings(begin, begin + 4 * kBytes, &queried)) GTEST_SKIP() << "the kernel has no PROCMAP_QUERY";
   ASSERT_TRUE(ParseMappings(begin, begin + 4 * kBytes, &parsed));
   ExpectSame(queried, parsed);
+  // Through a descriptor the caller holds (registration keeps one), and it stays open.
+  int maps = open("/proc/self/maps", O_RDONLY | O_CLOEXEC);
+  ASSERT_GE(maps, 0);
+  for (int round = 0; round < 2; ++round) {
+    std::vector<Vma> held;
+    ASSERT_TRUE(QueryMappings(begin, begin + 4 * kBytes, &held, maps));
+    ExpectSame(held, parsed);
+  }
+  close(maps);
 
   // The SysV segment's two lines (read-only first page, writable rest) stay two pieces.
   ASSERT_EQ(parsed.size(), 5u);
