@@ -62,10 +62,12 @@ def passes(out: pathlib.Path, backend: str) -> list[Pass]:
 
 
 def program_defaults(experiments: list[experiment_mod.Experiment], bin_dir: pathlib.Path) -> dict[str, dict[str, Any]]:
-    """Per experiment, the defaults of the program that runs it for every parameter the model also
-    takes in the experiment's mode: where a point leaves one unset, the program ran with its default,
-    and a prediction of that run must not take the model's own. A default the model's declaration
-    refuses (another range or choice set) is left out: the model then says what it cannot represent."""
+    """Per experiment, the defaults of the program that runs it where the model, taking the same
+    parameter in the experiment's mode, would take another default: where a point leaves one unset,
+    the program ran with its default, and a prediction of that run must not take the model's own.
+    Defaults both agree on stay unsent, so that a name a point sets in another spelling (get_fraction
+    for put_fraction) is not overridden. A default the model's declaration refuses (another range or
+    choice set) is left out: the model then says what it cannot represent."""
     found: dict[str, dict[str, Any]] = {}
     for exp in experiments:
         errors: list[str] = []
@@ -76,6 +78,7 @@ def program_defaults(experiments: list[experiment_mod.Experiment], bin_dir: path
         program = resolved[1]
         found[exp.id] = {name: p.default for name, p in program.params.items()
                          if p.default is not None and program.takes(exp.mode, name) and model_desc.takes(exp.mode, name)
+                         and model_desc.params[name].default != p.default
                          and validate.value_problem(model_desc.params[name], p.default) is None}
     return found
 
