@@ -483,6 +483,7 @@ Prediction Echo(const Point& pt, const Profile& prof, const WireParams& wire) {
   e.cores = pt.threads;
   e.qps = pt.qp;
   double lat_us = VerbLatencyUs(req, prof, wire, true) + app.cpu_ns / 1000 + VerbLatencyUs(resp, prof, wire, true);
+  if (prof.nic.host_engine) lat_us += client.peer_ns / 1000;  // the client's own work is on the round trip too
   ShareHost(e, pt, true, true, true);
   if (pt.tx_depth && pt.window_bound) {
     e.outstanding = static_cast<double>(pt.tx_depth) * peers;

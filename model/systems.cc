@@ -119,6 +119,9 @@ struct Composer {
     return VerbLatencyUs(req, prof, wire, true) + VerbLatencyUs(ack, prof, wire, true);
   }
   Prediction Finish(Engagement e) {
+    // On a host engine nothing overlaps a lone request: the server's CPU work for it and the
+    // client's own (its next request, its completions) lie on its round trip beside the verbs'.
+    if (prof.nic.host_engine) lat_us += (total.cpu_ns + total.peer_ns) / 1000;
     ShareHost(e, pt, true, true, true);  // the server's workers and the clients' threads poll, clients for answers
     // Little's law bounds the rate only when the point says how many clients there are.
     if (pt.window_bound && pt.clients && pt.window && lat_us > 0) {
