@@ -48,20 +48,29 @@ struct Limit {
 // (softnic counts them, they cost nothing); the measured node's threads do their CPU work and
 // carry out the WRs they post, the peers' threads those they post here, and busy-polling
 // threads beyond the host's cores get a time-slice each.
+// a run always has a core: a shared host slows it, it does not stop it
+double HostCores(const Profile& prof) {
+  return prof.cpu.available_cores > 0 ? std::clamp<double>(prof.cpu.available_cores, 1, prof.cpu.cores)
+                                      : prof.cpu.cores;
+}
+
+// Busy threads beyond the cores take turns by time slices (milliseconds, against microseconds
+// of work): a client and its server thread make progress only while both hold a core, and a
+// window drains in far less than a slice. Any two given threads of n hold two of the c cores at
+// once a share c(c-1)/(n(n-1)) of the time; 1 where every thread has a core or none waits.
+double PairTogether(const Profile& prof, const Engagement& e) {
+  double cores = HostCores(prof), n = e.host_threads;
+  if (!prof.nic.host_engine || !e.round_trip_pairs || n <= cores) return 1.0;
+  return cores * (cores - 1) / (n * (n - 1));
+}
+
 void HostEngineLimits(const Demand& d, const Profile& prof, const Engagement& e, std::vector<Limit>& limits) {
-  // a run always has a core: a shared host slows it, it does not stop it
-  double cores = prof.cpu.available_cores > 0
-                     ? std::clamp<double>(prof.cpu.available_cores, 1, prof.cpu.cores) : prof.cpu.cores;
+  double cores = HostCores(prof);
   double share = e.host_threads > cores ? cores / e.host_threads : 1.0;
   double own = std::min((e.cores ? e.cores : cores) * share, cores);
   double peers = e.peer_threads ? std::min(e.peer_threads * share, cores) : cores;
   if (e.round_trip_pairs && e.host_threads > cores) {
-    // Busy threads beyond the cores take turns by time slices (milliseconds, against
-    // microseconds of work): a client and its server thread make progress only while both
-    // hold a core, and a window drains in far less than a slice. Any two given threads of n
-    // hold two of the c cores at once a share c(c-1)/(n(n-1)) of the time.
-    double n = e.host_threads;
-    double together = e.round_trip_pairs * cores * (cores - 1) / (n * (n - 1));
+    double together = e.round_trip_pairs * PairTogether(prof, e);
     own = std::min(own, together);
     peers = std::min(peers, together);
   }
@@ -132,7 +141,9 @@ Prediction Solve(const Demand& d, const Profile& prof, const WireParams& wire, c
   }
   limits.push_back({"atomic_lock", prof.nic.host_engine ? "cache-line transfer" : "PCIe RTT", d.lock_ns * 1e-9});
   limits.push_back({"shared_counter", "CPU (shared counter)", d.serial_cpu_ns * 1e-9});
-  if (e.outstanding > 0 && e.rtt_us > 0) limits.push_back({"window", "window/latency", e.rtt_us * 1e-6 / e.outstanding});
+  // a client's window drains only while it and its server thread both hold a core
+  if (e.outstanding > 0 && e.rtt_us > 0)
+    limits.push_back({"window", "window/latency", e.rtt_us * 1e-6 / (e.outstanding * PairTogether(prof, e))});
   if (e.requesters_mops > 0) limits.push_back({"requesters", e.requesters_label, 1e-6 / e.requesters_mops});
 
   double worst = 0;

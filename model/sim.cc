@@ -223,9 +223,14 @@ SimConfig SimConfigFor(const Point& pt, const Profile& prof, const Prediction& p
   if (prof.nic.host_engine) {
     // No PUs, PCIe, link or caches: the posting threads carry every operation out on the host's
     // cores (README "A NIC whose engine is the posting CPU"), so the operations queue at the
-    // analytic bottleneck, whatever it is, at its rate; the unloaded latency stays the base.
+    // busiest resource, at its rate (the window is the simulator's own); the unloaded latency
+    // stays the base.
+    double busiest_mops = 0;
+    for (const ResourceUse& r : p.resources)
+      if (r.name != "window" && r.limit_mops > 0 && (busiest_mops == 0 || r.limit_mops < busiest_mops))
+        busiest_mops = r.limit_mops;
     c.pus = 1;
-    c.pu_service_ns = p.mops > 0 ? 1e3 / p.mops : 0;
+    c.pu_service_ns = busiest_mops > 0 ? 1e3 / busiest_mops : 0;
     c.base_latency_ns = std::max(0.0, (p.lat_us > 0 ? p.lat_us * 1000 : 2000) - c.pu_service_ns);
     return c;
   }

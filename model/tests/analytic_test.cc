@@ -165,6 +165,20 @@ TEST(Analytic, HostEngineSgBatchPaysEveryElement) {
   EXPECT_LE(paid, 1e3 / (2 * 100.0 * 15 / 16) + 1e-9);
 }
 
+// On a host engine a client's window drains only while the client and its server thread both
+// hold a core: 5 busy threads on 2 cores hold a given pair together 2 x 1 / (5 x 4) of the time.
+TEST(Analytic, HostEngineWindowDrainsOnlyWhileBothHoldACore) {
+  Profile engine = LoadProfile("host-engine", DefaultProfileDir());
+  engine.cpu.cores = 2;
+  engine.cpu.available_cores = 2;
+  nlohmann::json herd = {{"system", "herd"}, {"window", 1}, {"workers", 1}, {"threads", 1}};
+  Prediction one = Eval(herd, "kv", engine, {{"server", 1}, {"client", 1}});
+  Prediction four = Eval(herd, "kv", engine, {{"server", 1}, {"client", 4}});
+  ASSERT_EQ(one.bottleneck, "window");
+  ASSERT_EQ(four.bottleneck, "window");
+  EXPECT_NEAR(four.mops / one.mops, 4 * 2.0 / 20, 0.01);
+}
+
 TEST(Analytic, LatencyOfReadExceedsInlineWrite) {
   Prediction r = Eval({{"verb", "read"}, {"size", 32}}, "lat");
   Prediction w = Eval({{"verb", "write_inline"}, {"size", 32}}, "lat");
