@@ -15,6 +15,8 @@ packages=(
   ucx-utils
   # tests/integration: third-party RDMA programs run unmodified on softnic
   qperf libfabric-bin
+  # tests/integration: socket programs run over rsockets under librspreload (librdmacm1's)
+  iperf3 sockperf
   # kv/: the TCP baselines the key-value systems are compared with (rdmalab-kv --system memcached|redis)
   memcached redis-server
   # tests: ABI checks, non-root user checks
