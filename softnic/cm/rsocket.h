@@ -19,6 +19,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <deque>
+#include <memory>
 #include <mutex>
 #include <vector>
 
@@ -36,6 +37,10 @@ constexpr uint32_t kSqDepth = 256;        // send slots plus control messages in
 constexpr uint32_t kCqDepth = kSqDepth + kPostedRecvs;
 constexpr uint32_t kInlineBytes = 64;     // messages up to this size go inline
 constexpr int kSpinBeforeSleepUs = 20;    // poll the CQ this long before arming it and sleeping
+// A caller that polls without sleeping (a non-blocking receive, rpoll's spin) looks at the CM
+// channel at most this often: each look is a system call, and a SIDR request or connection
+// request waiting this long is still answered well within the peer's timeout.
+constexpr int64_t kEventLookIntervalNs = 50'000;
 constexpr int kConnectWaitMs = 35000;     // above the CM's own 30 s connect timeout
 constexpr int kCloseLingerMs = 2000;      // rclose waits this long for sends in flight
 constexpr int kMaxDescriptors = 1 << 16;  // rsocket descriptors are the channel's fd, below this
@@ -68,12 +73,52 @@ struct IoMap {
   ibv_mr* mr = nullptr;  // local maps only
 };
 
-enum class Phase { kIdle, kBound, kListening, kConnecting, kConnected, kFailed, kClosed };
-
 struct Completed {  // a receive slot holding data not yet read
   uint32_t slot;
   uint32_t length;
 };
+
+// Datagram rsockets (rsocket_dgram.cc): a UD QP per socket. A datagram carries a DgramHeader
+// (the sender's address and port, for rrecvfrom and replies) before its payload. A sender
+// learns a destination's QPN and QKEY by SIDR through the destination socket's rdma_cm
+// listener (every bound datagram socket listens), and keeps an address handle for it.
+struct DgramHeader {
+  in_addr_t address;  // network order
+  in_port_t port;     // network order
+  uint16_t reserved;
+};
+constexpr size_t kDgramSlotBytes = 4096;  // softnic's path MTU: the most a UD message carries
+constexpr size_t kDgramMaxPayloadBytes = kDgramSlotBytes - sizeof(DgramHeader);
+constexpr size_t kGrhBytes = 40;          // in front of every UD receive
+constexpr uint32_t kDgramSendSlots = 64;
+constexpr uint32_t kDgramRecvSlots = 256;
+constexpr int kDgramResolveWaitMs = 35000;  // above the CM's 30 s answer timeout
+constexpr uint32_t kMaxDestinations = 1024;  // address handles a socket keeps
+
+struct Destination {
+  in_addr_t address;  // network order, as port
+  in_port_t port;
+  ibv_ah* ah;
+  uint32_t qpn;
+  uint32_t qkey;
+};
+
+struct Datagram {
+  ibv_pd* pd = nullptr;
+  ibv_qp* qp = nullptr;
+  sockaddr_in self{};  // what peers send to and reply to
+  sockaddr_in peer{};  // rconnect's default destination
+  bool has_peer = false;
+  std::vector<Destination> destinations;
+  Completed ready[kDgramRecvSlots] = {};  // received, not yet read, in arrival order
+  uint32_t ready_head = 0, ready_count = 0;
+
+  uint8_t* RecvSlot(uint8_t* buffer, uint32_t slot) const {
+    return buffer + kDgramSendSlots * kDgramSlotBytes + slot * (kGrhBytes + kDgramSlotBytes);
+  }
+};
+
+enum class Phase { kIdle, kBound, kListening, kConnecting, kConnected, kFailed, kClosed };
 
 struct Socket {
   int fd = -1;  // the channel's descriptor: the rsocket's number
@@ -89,6 +134,7 @@ struct Socket {
   int reuseaddr = 0, keepalive = 0, nodelay = 0, v6only = 0, sndbuf = static_cast<int>(kSendSlots * kSlotBytes),
       rcvbuf = static_cast<int>(kRecvSlots * kSlotBytes);
   int so_error = 0;
+  int64_t next_event_look_ns = 0;  // MaybePumpEvents
 
   std::deque<rdma_cm_event*> backlog;  // a listener's CONNECT_REQUESTs not yet accepted
 
@@ -118,6 +164,8 @@ struct Socket {
 
   std::vector<IoMap> local_maps, remote_maps;
 
+  std::unique_ptr<Datagram> dgram;  // SOCK_DGRAM only
+
   uint8_t* SendSlot(uint64_t n) { return buffer + (n % kSendSlots) * kSlotBytes; }
   uint8_t* RecvSlot(uint32_t slot) { return buffer + (kSendSlots + slot) * kSlotBytes; }
 };
@@ -127,12 +175,17 @@ Socket* Find(int fd);    // null with errno EBADF if fd is no rsocket
 Socket* Lookup(int fd);  // null if fd is no rsocket; errno untouched
 int Fail(int error_number);
 int64_t NowMs();
+// An IPv4 or IPv6 socket address as the IPv4 address softnic's rdma_cm takes, and back into
+// the socket's family (truncated to *length, as the kernel does).
+int ToIpv4(const sockaddr* address, socklen_t length, sockaddr_in* out);
+int FromIpv4(const sockaddr_in& in, int domain, sockaddr* out, socklen_t* length);
 // The next event of the socket's channel within timeout_ms (0: only one already there), or
 // null. Acknowledging it is the caller's.
 rdma_cm_event* NextEvent(Socket* s, int timeout_ms);
 // Handles what the channel holds without blocking: connection results, DISCONNECTED, a
 // listener's requests (kept in its backlog). Call with s->mutex held.
 void PumpEvents(Socket* s);
+void MaybePumpEvents(Socket* s);  // PumpEvents, unless it ran within kEventLookIntervalNs
 
 // rsocket_stream.cc (s->mutex held)
 void Drain(Socket* s);                  // polls the CQ and acts on every completion
@@ -145,5 +198,32 @@ void FlushGrant(Socket* s);             // a credit message for grants due, if a
 // (monotonic; -1: none) passes. Unlocks `lock` while asleep. False on timeout.
 bool Sleep(Socket* s, std::unique_lock<std::mutex>& lock, int64_t deadline_ms);
 short Readiness(Socket* s, short events);  // rpoll's revents for one socket
+template <class Ready>
+bool WaitUntil(Socket* s, std::unique_lock<std::mutex>& lock, Ready ready, int64_t deadline_ms);
+
+// rsocket_dgram.cc (s->mutex held, s->dgram set)
+int DgramBind(Socket* s, const sockaddr_in& address);
+int DgramConnect(Socket* s, const sockaddr_in& address);
+ssize_t DgramSend(Socket* s, const iovec* iov, int iovcnt, int flags, const sockaddr_in* to,
+                  std::unique_lock<std::mutex>& lock);
+ssize_t DgramRecv(Socket* s, const iovec* iov, int iovcnt, int flags, sockaddr_in* from,
+                  std::unique_lock<std::mutex>& lock);
+void DgramDrain(Socket* s);
+void AnswerSidr(Socket* s, rdma_cm_event* request);  // acknowledges it
+short DgramReadiness(Socket* s);
+void DgramTearDown(Socket* s);
+int64_t NowNs();
+
+// Waits, spinning first, until ready() or the deadline (monotonic ms, -1: none); false on timeout.
+template <class Ready>
+bool WaitUntil(Socket* s, std::unique_lock<std::mutex>& lock, Ready ready, int64_t deadline_ms) {
+  const int64_t spin_end = NowNs() + int64_t{kSpinBeforeSleepUs} * 1000;
+  for (;;) {
+    Drain(s);
+    if (ready()) return true;
+    if (NowNs() < spin_end) continue;
+    if (!Sleep(s, lock, deadline_ms)) return ready();
+  }
+}
 
 }  // namespace softnic::cm::rs

@@ -23,58 +23,6 @@ namespace {
 // Indexed by descriptor: the entry points look a socket up with one load.
 std::atomic<Socket*> g_sockets[kMaxDescriptors];
 
-// An IPv4 or IPv6 socket address as the IPv4 one softnic's rdma_cm takes: IPv6's
-// unspecified and loopback addresses and IPv4-mapped ones have an IPv4 twin; others none.
-int ToIpv4(const sockaddr* address, socklen_t length, sockaddr_in* out) {
-  if (address == nullptr) return Fail(EINVAL);
-  *out = sockaddr_in{};
-  out->sin_family = AF_INET;
-  if (address->sa_family == AF_INET && length >= sizeof(sockaddr_in)) {
-    *out = *reinterpret_cast<const sockaddr_in*>(address);
-    return 0;
-  }
-  if (address->sa_family != AF_INET6 || length < sizeof(sockaddr_in6)) return Fail(EAFNOSUPPORT);
-  const auto* six = reinterpret_cast<const sockaddr_in6*>(address);
-  out->sin_port = six->sin6_port;
-  if (IN6_IS_ADDR_UNSPECIFIED(&six->sin6_addr)) {
-    out->sin_addr.s_addr = htonl(INADDR_ANY);
-  } else if (IN6_IS_ADDR_LOOPBACK(&six->sin6_addr)) {
-    out->sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  } else if (IN6_IS_ADDR_V4MAPPED(&six->sin6_addr)) {
-    std::memcpy(&out->sin_addr.s_addr, &six->sin6_addr.s6_addr[12], 4);
-  } else {
-    char text[INET6_ADDRSTRLEN] = "?";
-    inet_ntop(AF_INET6, &six->sin6_addr, text, sizeof(text));
-    std::fprintf(stderr, "softnic rsockets: %s has no IPv4 twin; a softnic fabric has IPv4 addresses only\n", text);
-    return Fail(EAFNOSUPPORT);
-  }
-  return 0;
-}
-
-// An address in the socket's own family, truncated to *length as the kernel does.
-int FromIpv4(const sockaddr_in& in, int domain, sockaddr* out, socklen_t* length) {
-  if (length == nullptr) return Fail(EINVAL);
-  sockaddr_storage full{};
-  socklen_t size = sizeof(sockaddr_in);
-  if (domain == AF_INET6) {
-    auto* six = reinterpret_cast<sockaddr_in6*>(&full);
-    six->sin6_family = AF_INET6;
-    six->sin6_port = in.sin_port;
-    if (in.sin_addr.s_addr != htonl(INADDR_ANY)) {
-      six->sin6_addr.s6_addr[10] = 0xff;
-      six->sin6_addr.s6_addr[11] = 0xff;
-      std::memcpy(&six->sin6_addr.s6_addr[12], &in.sin_addr.s_addr, 4);
-    }
-    size = sizeof(sockaddr_in6);
-  } else {
-    *reinterpret_cast<sockaddr_in*>(&full) = in;
-    reinterpret_cast<sockaddr_in*>(&full)->sin_family = AF_INET;
-  }
-  if (out != nullptr) std::memcpy(out, &full, std::min(*length, size));
-  *length = size;
-  return 0;
-}
-
 Socket* NewSocket(int domain, rdma_event_channel* channel) {
   if (channel->fd >= kMaxDescriptors) {
     std::fprintf(stderr, "softnic rsockets: descriptor %d is above the %d rsockets can name\n", channel->fd,
@@ -166,7 +114,11 @@ void Destroy(Socket* s) {
   g_sockets[s->fd].store(nullptr, std::memory_order_release);
   for (rdma_cm_event* request : s->backlog) Refuse(request);
   s->backlog.clear();
-  TearDown(s);
+  if (s->dgram) {
+    DgramTearDown(s);
+  } else {
+    TearDown(s);
+  }
   if (s->id != nullptr) rdma_destroy_id(s->id);
   rdma_destroy_event_channel(s->channel);
   delete s;
@@ -229,6 +181,65 @@ int64_t NowMs() {
   return static_cast<int64_t>(now.tv_sec) * 1000 + now.tv_nsec / 1000000;
 }
 
+int64_t NowNs() {
+  timespec now;
+  clock_gettime(CLOCK_MONOTONIC, &now);
+  return static_cast<int64_t>(now.tv_sec) * 1000000000 + now.tv_nsec;
+}
+
+// An IPv4 or IPv6 socket address as the IPv4 one softnic's rdma_cm takes: IPv6's
+// unspecified and loopback addresses and IPv4-mapped ones have an IPv4 twin; others none.
+int ToIpv4(const sockaddr* address, socklen_t length, sockaddr_in* out) {
+  if (address == nullptr) return Fail(EINVAL);
+  *out = sockaddr_in{};
+  out->sin_family = AF_INET;
+  if (address->sa_family == AF_INET && length >= sizeof(sockaddr_in)) {
+    *out = *reinterpret_cast<const sockaddr_in*>(address);
+    return 0;
+  }
+  if (address->sa_family != AF_INET6 || length < sizeof(sockaddr_in6)) return Fail(EAFNOSUPPORT);
+  const auto* six = reinterpret_cast<const sockaddr_in6*>(address);
+  out->sin_port = six->sin6_port;
+  if (IN6_IS_ADDR_UNSPECIFIED(&six->sin6_addr)) {
+    out->sin_addr.s_addr = htonl(INADDR_ANY);
+  } else if (IN6_IS_ADDR_LOOPBACK(&six->sin6_addr)) {
+    out->sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  } else if (IN6_IS_ADDR_V4MAPPED(&six->sin6_addr)) {
+    std::memcpy(&out->sin_addr.s_addr, &six->sin6_addr.s6_addr[12], 4);
+  } else {
+    char text[INET6_ADDRSTRLEN] = "?";
+    inet_ntop(AF_INET6, &six->sin6_addr, text, sizeof(text));
+    std::fprintf(stderr, "softnic rsockets: %s has no IPv4 twin; a softnic fabric has IPv4 addresses only\n", text);
+    return Fail(EAFNOSUPPORT);
+  }
+  return 0;
+}
+
+// An address in the socket's own family, truncated to *length as the kernel does.
+int FromIpv4(const sockaddr_in& in, int domain, sockaddr* out, socklen_t* length) {
+  if (length == nullptr) return Fail(EINVAL);
+  sockaddr_storage full{};
+  socklen_t size = sizeof(sockaddr_in);
+  if (domain == AF_INET6) {
+    auto* six = reinterpret_cast<sockaddr_in6*>(&full);
+    six->sin6_family = AF_INET6;
+    six->sin6_port = in.sin_port;
+    if (in.sin_addr.s_addr != htonl(INADDR_ANY)) {
+      six->sin6_addr.s6_addr[10] = 0xff;
+      six->sin6_addr.s6_addr[11] = 0xff;
+      std::memcpy(&six->sin6_addr.s6_addr[12], &in.sin_addr.s_addr, 4);
+    }
+    size = sizeof(sockaddr_in6);
+  } else {
+    *reinterpret_cast<sockaddr_in*>(&full) = in;
+    reinterpret_cast<sockaddr_in*>(&full)->sin_family = AF_INET;
+  }
+  if (out != nullptr) std::memcpy(out, &full, std::min(*length, size));
+  *length = size;
+  return 0;
+}
+
+
 rdma_cm_event* NextEvent(Socket* s, int timeout_ms) {
   rdma_cm_event* event = nullptr;
   if (rdma_get_cm_event(s->channel, &event) == 0) return event;
@@ -238,10 +249,21 @@ rdma_cm_event* NextEvent(Socket* s, int timeout_ms) {
   return rdma_get_cm_event(s->channel, &event) == 0 ? event : nullptr;
 }
 
+void MaybePumpEvents(Socket* s) {
+  const int64_t now = NowNs();
+  if (now < s->next_event_look_ns) return;
+  s->next_event_look_ns = now + kEventLookIntervalNs;
+  PumpEvents(s);
+}
+
 void PumpEvents(Socket* s) {
   while (rdma_cm_event* event = NextEvent(s, 0)) {
     switch (event->event) {
       case RDMA_CM_EVENT_CONNECT_REQUEST:
+        if (s->dgram) {
+          AnswerSidr(s, event);
+          continue;
+        }
         if (s->phase == Phase::kListening) {
           s->backlog.push_back(event);  // acknowledged when accepted
           continue;
@@ -291,12 +313,15 @@ extern "C" {
 int rsocket(int domain, int type, int protocol) {
   const int base_type = type & ~(SOCK_NONBLOCK | SOCK_CLOEXEC);
   if (domain != AF_INET && domain != AF_INET6) return Fail(EAFNOSUPPORT);
-  if (base_type != SOCK_STREAM || (protocol != 0 && protocol != IPPROTO_TCP)) return Fail(EPROTONOSUPPORT);
+  const bool stream = base_type == SOCK_STREAM && (protocol == 0 || protocol == IPPROTO_TCP);
+  const bool datagram = base_type == SOCK_DGRAM && (protocol == 0 || protocol == IPPROTO_UDP);
+  if (!stream && !datagram) return Fail(EPROTONOSUPPORT);
   rdma_event_channel* channel = rdma_create_event_channel();
   if (channel == nullptr) return -1;
   Socket* s = NewSocket(domain, channel);
   if (s == nullptr) return -1;
-  if (rdma_create_id(channel, &s->id, s, RDMA_PS_TCP) != 0) {
+  if (datagram) s->dgram = std::make_unique<Datagram>();
+  if (rdma_create_id(channel, &s->id, s, datagram ? RDMA_PS_UDP : RDMA_PS_TCP) != 0) {
     const int saved = errno;
     Destroy(s);
     return Fail(saved);
@@ -313,6 +338,7 @@ int rbind(int socket, const sockaddr* addr, socklen_t addrlen) {
   if (ToIpv4(addr, addrlen, &in) != 0) return -1;
   std::lock_guard<std::mutex> lock(s->mutex);
   if (s->phase != Phase::kIdle) return Fail(EINVAL);
+  if (s->dgram) return DgramBind(s, in);
   if (rdma_bind_addr(s->id, reinterpret_cast<sockaddr*>(&in)) != 0) return -1;
   s->phase = Phase::kBound;
   return 0;
@@ -323,6 +349,7 @@ int rlisten(int socket, int backlog) {
   Socket* s = Find(socket);
   if (s == nullptr) return -1;
   std::lock_guard<std::mutex> lock(s->mutex);
+  if (s->dgram) return Fail(EOPNOTSUPP);
   if (s->phase == Phase::kListening) return 0;
   if (s->phase != Phase::kBound) return Fail(EINVAL);
   if (rdma_listen(s->id, 0) != 0) return -1;
@@ -397,6 +424,7 @@ int rconnect(int socket, const sockaddr* addr, socklen_t addrlen) {
   sockaddr_in in;
   if (ToIpv4(addr, addrlen, &in) != 0) return -1;
   std::unique_lock<std::mutex> lock(s->mutex);
+  if (s->dgram) return DgramConnect(s, in);
   if (s->phase == Phase::kConnecting) return Fail(EALREADY);
   if (s->phase == Phase::kConnected) return Fail(EISCONN);
   if (s->phase != Phase::kIdle && s->phase != Phase::kBound) return Fail(EINVAL);
@@ -428,6 +456,7 @@ int rshutdown(int socket, int how) {
   if (s == nullptr) return -1;
   if (how != SHUT_RD && how != SHUT_WR && how != SHUT_RDWR) return Fail(EINVAL);
   std::lock_guard<std::mutex> lock(s->mutex);
+  if (s->dgram) return s->dgram->has_peer ? 0 : Fail(ENOTCONN);  // as UDP: nothing to tell a peer
   if (s->phase != Phase::kConnected) return Fail(ENOTCONN);
   if (how != SHUT_WR) s->read_shut = true;
   if (how != SHUT_RD && !s->fin_sent && !s->gone) {
@@ -463,6 +492,7 @@ int rgetpeername(int socket, sockaddr* addr, socklen_t* addrlen) {
   Socket* s = Find(socket);
   if (s == nullptr) return -1;
   std::lock_guard<std::mutex> lock(s->mutex);
+  if (s->dgram) return s->dgram->has_peer ? FromIpv4(s->dgram->peer, s->domain, addr, addrlen) : Fail(ENOTCONN);
   if (s->phase != Phase::kConnected) return Fail(ENOTCONN);
   return FromIpv4(s->id->route.addr.dst_sin, s->domain, addr, addrlen);
 }
@@ -471,7 +501,7 @@ int rgetsockname(int socket, sockaddr* addr, socklen_t* addrlen) {
   Socket* s = Find(socket);
   if (s == nullptr) return -1;
   std::lock_guard<std::mutex> lock(s->mutex);
-  return FromIpv4(s->id->route.addr.src_sin, s->domain, addr, addrlen);
+  return FromIpv4(s->dgram ? s->dgram->self : s->id->route.addr.src_sin, s->domain, addr, addrlen);
 }
 
 // Options a program sets are kept and read back; softnic's queue and buffer sizes are fixed
@@ -530,7 +560,7 @@ int rgetsockopt(int socket, int level, int optname, void* optval, socklen_t* opt
         s->so_error = 0;
         return PutInt(error, optval, optlen);
       }
-      case SO_TYPE: return PutInt(SOCK_STREAM, optval, optlen);
+      case SO_TYPE: return PutInt(s->dgram ? SOCK_DGRAM : SOCK_STREAM, optval, optlen);
       case SO_DOMAIN: return PutInt(s->domain, optval, optlen);
       case SO_ACCEPTCONN: return PutInt(s->phase == Phase::kListening, optval, optlen);
       case SO_REUSEADDR: return PutInt(s->reuseaddr, optval, optlen);

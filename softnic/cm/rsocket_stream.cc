@@ -21,12 +21,6 @@ constexpr uint64_t kSendTag = 1ull << 62;     // wr_id of a WR that uses a send 
 constexpr uint64_t kControlTag = 1ull << 61;  // wr_id of a control message
 constexpr int kPollBatch = 16;
 
-int64_t NowNs() {
-  timespec now;
-  clock_gettime(CLOCK_MONOTONIC, &now);
-  return static_cast<int64_t>(now.tv_sec) * 1000000000 + now.tv_nsec;
-}
-
 uint32_t TakeGrant(Socket* s) {
   const uint32_t grant = s->grant_due;
   s->grant_due = 0;
@@ -147,23 +141,12 @@ bool SlotFree(const Socket* s) { return s->sends_posted - s->sends_done < kSendS
 
 bool Writable(const Socket* s) { return s->gone || s->fin_sent || CanSend(s); }
 
-// Waits, spinning first, until ready() or the deadline; false on timeout.
-template <class Ready>
-bool WaitUntil(Socket* s, std::unique_lock<std::mutex>& lock, Ready ready, int64_t deadline_ms) {
-  const int64_t spin_end = NowNs() + int64_t{kSpinBeforeSleepUs} * 1000;
-  for (;;) {
-    Drain(s);
-    if (ready()) return true;
-    if (NowNs() < spin_end) continue;
-    if (!Sleep(s, lock, deadline_ms)) return ready();
-  }
-}
-
-ssize_t SendBytes(int socket, const iovec* iov, int iovcnt, int flags) {
+ssize_t SendBytes(int socket, const iovec* iov, int iovcnt, int flags, const sockaddr_in* to = nullptr) {
   Socket* s = Find(socket);
   if (s == nullptr) return -1;
   const size_t total = IovBytes(iov, iovcnt);
   std::unique_lock<std::mutex> lock(s->mutex);
+  if (s->dgram) return DgramSend(s, iov, iovcnt, flags, to, lock);
   if (s->phase != Phase::kConnected) return Fail(s->phase == Phase::kConnecting ? EAGAIN : ENOTCONN);
   const bool nonblocking = s->nonblocking || (flags & MSG_DONTWAIT);
   size_t sent = 0;
@@ -216,11 +199,12 @@ size_t CopyOut(Socket* s, const iovec* iov, int iovcnt, size_t at, size_t room, 
   return copied;
 }
 
-ssize_t RecvBytes(int socket, const iovec* iov, int iovcnt, int flags) {
+ssize_t RecvBytes(int socket, const iovec* iov, int iovcnt, int flags, sockaddr_in* from = nullptr) {
   Socket* s = Find(socket);
   if (s == nullptr) return -1;
   const size_t total = IovBytes(iov, iovcnt);
   std::unique_lock<std::mutex> lock(s->mutex);
+  if (s->dgram) return DgramRecv(s, iov, iovcnt, flags, from, lock);
   if (s->phase != Phase::kConnected) return Fail(s->phase == Phase::kConnecting ? EAGAIN : ENOTCONN);
   const bool nonblocking = s->nonblocking || (flags & MSG_DONTWAIT);
   const bool peek = flags & MSG_PEEK;
@@ -282,6 +266,7 @@ void FlushGrant(Socket* s) {
 
 void Drain(Socket* s) {
   if (s->cq == nullptr) return;
+  if (s->dgram) return DgramDrain(s);
   ibv_wc wc[kPollBatch];
   bool failed = false;
   for (;;) {
@@ -332,14 +317,18 @@ bool Sleep(Socket* s, std::unique_lock<std::mutex>& lock, int64_t deadline_ms) {
 }
 
 short Readiness(Socket* s, short events) {
+  if (s->dgram) {
+    MaybePumpEvents(s);  // SIDR requests from senders resolving this socket
+    return DgramReadiness(s) & (events | POLLERR | POLLHUP);
+  }
   short revents = 0;
   switch (s->phase) {
     case Phase::kListening:
-      PumpEvents(s);
+      MaybePumpEvents(s);
       if (!s->backlog.empty()) revents |= POLLIN;
       break;
     case Phase::kConnecting:
-      PumpEvents(s);
+      MaybePumpEvents(s);
       if (s->phase == Phase::kConnected) revents |= POLLOUT;
       if (s->phase == Phase::kFailed) revents |= POLLOUT | POLLERR;
       break;
@@ -371,13 +360,24 @@ ssize_t rsend(int socket, const void* buf, size_t len, int flags) {
 }
 
 // A stream socket ignores the destination, as TCP does once connected.
-ssize_t rsendto(int socket, const void* buf, size_t len, int flags, const sockaddr*, socklen_t) {
-  return rsend(socket, buf, len, flags);
+ssize_t rsendto(int socket, const void* buf, size_t len, int flags, const sockaddr* dest_addr, socklen_t addrlen) {
+  iovec iov{const_cast<void*>(buf), len};
+  sockaddr_in to;
+  const bool datagram = Lookup(socket) != nullptr && Lookup(socket)->dgram != nullptr;
+  if (!datagram || dest_addr == nullptr) return SendBytes(socket, &iov, 1, flags);
+  if (ToIpv4(dest_addr, addrlen, &to) != 0) return -1;
+  return SendBytes(socket, &iov, 1, flags, &to);
 }
 
 ssize_t rsendmsg(int socket, const msghdr* msg, int flags) {
   if (msg == nullptr) return Fail(EINVAL);
-  return SendBytes(socket, msg->msg_iov, static_cast<int>(msg->msg_iovlen), flags);
+  sockaddr_in to;
+  const bool datagram = Lookup(socket) != nullptr && Lookup(socket)->dgram != nullptr;
+  if (!datagram || msg->msg_name == nullptr) {
+    return SendBytes(socket, msg->msg_iov, static_cast<int>(msg->msg_iovlen), flags);
+  }
+  if (ToIpv4(static_cast<const sockaddr*>(msg->msg_name), msg->msg_namelen, &to) != 0) return -1;
+  return SendBytes(socket, msg->msg_iov, static_cast<int>(msg->msg_iovlen), flags, &to);
 }
 
 ssize_t rwrite(int socket, const void* buf, size_t count) { return rsend(socket, buf, count, 0); }
@@ -389,9 +389,18 @@ ssize_t rrecv(int socket, void* buf, size_t len, int flags) {
   return RecvBytes(socket, &iov, 1, flags);
 }
 
+// The sender's address, in the socket's family: a datagram's own, a stream's peer.
 ssize_t rrecvfrom(int socket, void* buf, size_t len, int flags, sockaddr* src_addr, socklen_t* addrlen) {
-  const ssize_t n = rrecv(socket, buf, len, flags);
-  if (n >= 0 && src_addr != nullptr && addrlen != nullptr) rgetpeername(socket, src_addr, addrlen);
+  iovec iov{buf, len};
+  sockaddr_in from{};
+  const ssize_t n = RecvBytes(socket, &iov, 1, flags, &from);
+  if (n < 0 || src_addr == nullptr || addrlen == nullptr) return n;
+  Socket* s = Lookup(socket);
+  if (s != nullptr && s->dgram) {
+    FromIpv4(from, s->domain, src_addr, addrlen);
+  } else {
+    rgetpeername(socket, src_addr, addrlen);
+  }
   return n;
 }
 
@@ -399,7 +408,13 @@ ssize_t rrecvmsg(int socket, msghdr* msg, int flags) {
   if (msg == nullptr) return Fail(EINVAL);
   msg->msg_controllen = 0;
   msg->msg_flags = 0;
-  return RecvBytes(socket, msg->msg_iov, static_cast<int>(msg->msg_iovlen), flags);
+  sockaddr_in from{};
+  const ssize_t n = RecvBytes(socket, msg->msg_iov, static_cast<int>(msg->msg_iovlen), flags, &from);
+  Socket* s = Lookup(socket);
+  if (n >= 0 && msg->msg_name != nullptr && s != nullptr && s->dgram) {
+    FromIpv4(from, s->domain, static_cast<sockaddr*>(msg->msg_name), &msg->msg_namelen);
+  }
+  return n;
 }
 
 ssize_t rread(int socket, void* buf, size_t count) { return rrecv(socket, buf, count, 0); }

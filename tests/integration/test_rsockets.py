@@ -6,7 +6,8 @@ Each case is a server and a client on a two-device fabric of its own, IB and RoC
 as a normal user (run_as.py). The rsocket programs' server binds the wildcard and the client
 connects to softnic0's address (so from softnic1); the client starts once the server's
 listener exists in the fabric directory (no sleeps). Data is checked: rstream and riostream
-verify every transfer (-T v), rcopy's copy is compared with its source, and iperf3 and
+verify every transfer (-T v), rcopy's copy is compared with its source, udpong (datagram
+rsockets) matches every echo by sequence number, and iperf3 and
 sockperf must have moved their bytes through the fabric (softnic0's counters), not through a
 kernel socket librspreload fell back to. The librspreload programs connect to 127.0.0.1
 (softnic's device 0): a connection librspreload gives to the kernel then stays on loopback.
@@ -181,6 +182,35 @@ def test_rcopy(fabric):
         _check(run_pair(fabric, server, client, port, fabric.env(), server_exits=False, cwd=work), server, client,
                server_exits=False)
         assert copy.exists() and filecmp.cmp(source, copy, shallow=False), f"{copy} differs from {source}"
+
+
+UDPONG_MODES = {"nonblocking": [], "async": ["-T", "a"], "blocking": ["-T", "b"]}
+
+
+@pytest.mark.parametrize("mode", UDPONG_MODES)
+@pytest.mark.parametrize("test", ["echo", "bandwidth"])
+def test_udpong(fabric, mode, test):
+    """Datagram rsockets, one udpong set of 1000-byte datagrams per case: 2000 echoes (each
+    reply matched by sequence number), or 20000 one way. Not udpong's default run (9 sizes of
+    each): its client resends after 1 ms without a reply and then reads one stale reply per
+    round trip for good, so on a host with more busy processes than cores each late reply
+    slows every later echo, and the run takes minutes (kernel UDP would fare the same)."""
+    options = [*UDPONG_MODES[mode], "-S", "1000"] + (["-T", "e", "-C", "2000"] if test == "echo" else ["-C", "20000"])
+    rows = _udpong_rows(fabric, options)
+    assert len(rows) == 1 and rows[0][0] == "custom", rows
+    if test == "echo":
+        assert rows[0][2] == "4k", rows  # 2000 each way
+    else:
+        assert int(rows[0][2].rstrip("k")) > 0, rows  # datagrams the server counted (UDP may drop)
+
+
+def _udpong_rows(fabric: Fabric, options: list[str]) -> list[list[str]]:
+    port = next(_ports)
+    server = ["udpong", "-p", str(port), *options]
+    client = ["udpong", "-s", fabric.server_address, "-p", str(port), *options]
+    _, c_out = _check(run_pair(fabric, server, client, port, fabric.env(), server_exits=False), server, client,
+                      server_exits=False)
+    return [line.split() for line in c_out.splitlines() if line.startswith("custom")]
 
 
 @pytest.mark.skipif(not RSPRELOAD.exists() or shutil.which("iperf3") is None, reason="librspreload or iperf3 missing")
