@@ -15,8 +15,9 @@ packages=(
   ucx-utils
   # tests/integration: third-party RDMA programs run unmodified on softnic
   qperf libfabric-bin
-  # tests/integration: socket programs run over rsockets under librspreload (librdmacm1's)
-  iperf3 sockperf
+  # tests/integration: socket programs run over rsockets under librspreload (librdmacm1's),
+  # and Open MPI (pml ucx, mtl ofi) with an MPI program of our own
+  iperf3 sockperf openmpi-bin libopenmpi-dev
   # kv/: the TCP baselines the key-value systems are compared with (rdmalab-kv --system memcached|redis)
   memcached redis-server
   # tests: ABI checks, non-root user checks
