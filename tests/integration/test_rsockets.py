@@ -234,7 +234,9 @@ def test_sockperf_under_rspreload(fabric):
     port = next(_ports)
     before = fabric.tx_bytes()
     server = ["sockperf", "sr", "--tcp", "-i", "127.0.0.1", "-p", str(port)]
-    client = ["sockperf", "pp", "--tcp", "-i", "127.0.0.1", "-p", str(port), "-t", "2"]
+    # sockperf sizes its table of sequence numbers for --mps messages a second (default ~600k)
+    # and stops with "_seqN > m_maxSequenceNo" past it: rsockets ping-pong faster than that.
+    client = ["sockperf", "pp", "--tcp", "-i", "127.0.0.1", "-p", str(port), "-t", "1", "--mps", "4000000"]
     _, c_out = _check(run_pair(fabric, server, client, port, fabric.env(preload=True), server_exits=False),
                       server, client, server_exits=False)
     assert "Summary: Latency is" in c_out, c_out
