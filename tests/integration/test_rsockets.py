@@ -148,6 +148,26 @@ def _check(result, server, client, server_exits: bool = True):
     return s_out, c_out
 
 
+def _dynamic_symbols(library: Path, defined: bool) -> set[str]:
+    """'name@VERSION' of the RDMACM-versioned symbols `library` defines (or imports)."""
+    out = subprocess.run(["objdump", "-T", str(library)], check=True, capture_output=True, text=True).stdout
+    symbols = set()
+    for line in out.splitlines():
+        fields = line.split()
+        if len(fields) >= 2 and fields[-2].strip("()").startswith("RDMACM_") and ("*UND*" in line) != defined:
+            symbols.add(f"{fields[-1]}@{fields[-2].strip('()')}")
+    return symbols
+
+
+@pytest.mark.skipif(not RSPRELOAD.exists(), reason="librspreload is not installed")
+def test_librspreload_binds_every_import():
+    """Every librdmacm symbol librspreload imports, with its version, softnic's library defines."""
+    imported = _dynamic_symbols(RSPRELOAD, defined=False)
+    assert len(imported) >= 20, imported  # rsocket ... rfcntl: the parse found them
+    missing = imported - _dynamic_symbols(LIB_DIR / "librdmacm.so.1", defined=True)
+    assert not missing, f"librspreload imports what softnic's librdmacm.so.1 lacks: {sorted(missing)}"
+
+
 @pytest.mark.parametrize("mode", [[], ["-T", "a"]], ids=["default", "async"])
 def test_rstream(fabric, mode):
     """Every size of rstream's latency and bandwidth sets, each transfer verified."""
