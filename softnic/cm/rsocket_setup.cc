@@ -310,6 +310,8 @@ using namespace softnic::cm::rs;
 
 extern "C" {
 
+// Other domains and types fail with errno alone, nothing on stderr: librspreload offers every
+// socket() a program makes (AF_UNIX, AF_NETLINK, ...) here first and falls back on the refusal.
 int rsocket(int domain, int type, int protocol) {
   const int base_type = type & ~(SOCK_NONBLOCK | SOCK_CLOEXEC);
   if (domain != AF_INET && domain != AF_INET6) return Fail(EAFNOSUPPORT);
