@@ -58,11 +58,18 @@ void SleepOn(pollfd* fds, nfds_t nfds, int timeout_ms, std::vector<pollfd>& wait
     if (s->completions != nullptr) wait.push_back({s->completions->fd, POLLIN, 0});
   }
   poll(wait.data(), wait.size(), timeout_ms);
-  // Take the CQ events that woke us, so that the next pass arms again.
+  // Take the CQ events that woke us, so that the next pass arms again, and the CM events
+  // (a peer that disconnected or died, a connection request or result).
+  size_t at = 0;
   for (nfds_t i = 0; i < nfds; ++i) {
     Socket* s = Lookup(fds[i].fd);
-    if (s == nullptr) continue;
+    if (s == nullptr) {
+      ++at;
+      continue;
+    }
     std::lock_guard<std::mutex> lock(s->mutex);
+    if (wait[at++].revents & POLLIN) PumpEvents(s);
+    if (s->completions != nullptr) ++at;
     ibv_cq* cq = nullptr;
     void* context = nullptr;
     while (s->completions != nullptr && ibv_get_cq_event(s->completions, &cq, &context) == 0) {

@@ -159,6 +159,8 @@ ssize_t SendBytes(int socket, const iovec* iov, int iovcnt, int flags, const soc
     if (!CanSend(s)) {
       if (nonblocking) {
         if (sent > 0) break;
+        MaybePumpEvents(s);  // a peer that died or left shows only on the CM channel
+        if (s->gone) return Fail(EPIPE);
         return Fail(EAGAIN);
       }
       WaitUntil(s, lock, [s] { return Writable(s); }, -1);
@@ -217,6 +219,8 @@ ssize_t RecvBytes(int socket, const iovec* iov, int iovcnt, int flags, sockaddr_
     if (s->ready_count == 0 && (s->fin_received || s->gone || s->read_shut)) break;  // end of stream
     if (nonblocking) {
       if (got > 0) break;
+      MaybePumpEvents(s);  // a peer that died or left shows only on the CM channel
+      if (s->gone) continue;  // end of stream: the check above returns it
       return Fail(EAGAIN);
     }
     WaitUntil(s, lock, [s] { return CanReceive(s); }, -1);
@@ -334,9 +338,13 @@ short Readiness(Socket* s, short events) {
       break;
     case Phase::kConnected:
       Drain(s);
+      MaybePumpEvents(s);  // DISCONNECTED: a peer that died sends no completion to a reader
       if (CanReceive(s)) revents |= POLLIN;
       if (Writable(s)) revents |= POLLOUT;
-      if (s->gone) revents |= POLLHUP;
+      // As TCP: hang-up only once nothing is left to read (rstream's rpoll loop stops at
+      // POLLHUP, so reporting it beside the peer's last data lost that data).
+      if (s->ready_count == 0 && (s->gone || (s->fin_received && s->fin_sent))) revents |= POLLHUP;
+      if (s->so_error != 0) revents |= POLLERR;
       break;
     case Phase::kFailed:
       revents |= POLLOUT | POLLERR | POLLHUP;

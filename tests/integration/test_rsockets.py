@@ -179,6 +179,36 @@ def test_rstream(fabric, mode):
         assert "64_lat" in out and "1m_bw" in out, out
 
 
+PEER_DEATH_NOTICED_S = 10.0
+
+
+@pytest.mark.parametrize("mode", [[], ["-T", "a"], ["-T", "b"]], ids=["nonblocking", "async", "blocking"])
+def test_rstream_client_ends_when_its_server_dies(fabric, mode):
+    """The server is killed (SIGKILL) once data flows; its client, polling, waiting in rpoll or
+    blocked in a call, must fail within PEER_DEATH_NOTICED_S instead of waiting for ever."""
+    port = next(_ports)
+    common = ["-p", str(port), "-S", "1000000", "-C", "1000000", *mode]  # runs for minutes if left
+    env = fabric.env()
+    with tempfile.TemporaryFile("w+") as sout, tempfile.TemporaryFile("w+") as cout:
+        server = _start(run_as.argv(fabric.user, ["rstream", *common]), env, sout)
+        client = None
+        try:
+            deadline = time.monotonic() + PAIR_TIMEOUT_S
+            while not any(p.exists() for p in fabric.listener(port)):
+                assert server.poll() is None and time.monotonic() < deadline, _read(sout)
+                time.sleep(0.005)
+            client = _start(run_as.argv(fabric.user, ["rstream", "-s", fabric.server_address, *common]), env, cout)
+            while fabric.tx_bytes() < 100_000_000:  # data flows: both sides are in the transfer
+                assert client.poll() is None and time.monotonic() < deadline, _read(cout)
+                time.sleep(0.01)
+            _kill(server)
+            client.wait(timeout=PEER_DEATH_NOTICED_S)
+            assert client.returncode != 0, _read(cout)
+        finally:
+            _kill(client)
+            _kill(server)
+
+
 def test_riostream(fabric):
     """RDMA WRITEs into the peer's riomap'ed buffer, each transfer verified."""
     port = next(_ports)
