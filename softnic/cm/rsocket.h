@@ -134,6 +134,7 @@ struct Socket {
   int reuseaddr = 0, keepalive = 0, nodelay = 0, v6only = 0, sndbuf = static_cast<int>(kSendSlots * kSlotBytes),
       rcvbuf = static_cast<int>(kRecvSlots * kSlotBytes);
   int so_error = 0;
+  int64_t rcvtimeo_ms = 0, sndtimeo_ms = 0;  // SO_RCVTIMEO, SO_SNDTIMEO; 0: wait as long as it takes
   int64_t next_event_look_ns = 0;  // MaybePumpEvents
 
   std::deque<rdma_cm_event*> backlog;  // a listener's CONNECT_REQUESTs not yet accepted
@@ -213,6 +214,8 @@ void AnswerSidr(Socket* s, rdma_cm_event* request);  // acknowledges it
 short DgramReadiness(Socket* s);
 void DgramTearDown(Socket* s);
 int64_t NowNs();
+// The deadline (monotonic ms) a blocking call with this socket timeout waits to; -1: none.
+inline int64_t Deadline(int64_t timeout_ms) { return timeout_ms > 0 ? NowMs() + timeout_ms : -1; }
 
 // Waits, spinning first, until ready() or the deadline (monotonic ms, -1: none); false on timeout.
 template <class Ready>

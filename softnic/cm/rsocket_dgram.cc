@@ -209,7 +209,10 @@ ssize_t DgramSend(Socket* s, const iovec* iov, int iovcnt, int flags, const sock
       MaybePumpEvents(s);
       return Fail(EAGAIN);
     }
-    WaitUntil(s, lock, [s] { return s->sends_posted - s->sends_done < kDgramSendSlots; }, -1);
+    if (!WaitUntil(s, lock, [s] { return s->sends_posted - s->sends_done < kDgramSendSlots; },
+                   Deadline(s->sndtimeo_ms))) {
+      return Fail(EAGAIN);  // SO_SNDTIMEO passed
+    }
   }
   uint8_t* slot = s->buffer + (s->sends_posted % kDgramSendSlots) * kDgramSlotBytes;
   const DgramHeader header{d.self.sin_addr.s_addr, d.self.sin_port, 0};
@@ -250,7 +253,9 @@ ssize_t DgramRecv(Socket* s, const iovec* iov, int iovcnt, int flags, sockaddr_i
       sched_yield();
       return Fail(EAGAIN);
     }
-    WaitUntil(s, lock, [&d] { return d.ready_count > 0; }, -1);
+    if (!WaitUntil(s, lock, [&d] { return d.ready_count > 0; }, Deadline(s->rcvtimeo_ms))) {
+      return Fail(EAGAIN);  // SO_RCVTIMEO passed
+    }
   }
   const Completed c = d.ready[d.ready_head];
   const uint8_t* message = d.RecvSlot(s->buffer, c.slot) + kGrhBytes;

@@ -6,6 +6,7 @@
 #include <poll.h>
 #include <rdma/rsocket.h>
 #include <sys/mman.h>
+#include <sys/time.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -148,6 +149,28 @@ int WaitConnected(Socket* s, std::unique_lock<std::mutex>& lock) {
 int SockoptInt(const void* value, socklen_t length, int* out) {
   if (value == nullptr || length < sizeof(int)) return Fail(EINVAL);
   std::memcpy(out, value, sizeof(int));
+  return 0;
+}
+
+int SockoptTimeout(const void* value, socklen_t length, int64_t* out_ms) {
+  if (value == nullptr || length < sizeof(timeval)) return Fail(EINVAL);
+  timeval t;
+  std::memcpy(&t, value, sizeof(t));
+  if (t.tv_sec < 0 || t.tv_usec < 0 || t.tv_usec >= 1000000) {
+    std::fprintf(stderr, "softnic rsockets: socket timeout {%ld s, %ld us} is not valid\n", static_cast<long>(t.tv_sec),
+                 static_cast<long>(t.tv_usec));
+    return Fail(EDOM);  // as Linux answers
+  }
+  // Rounded up to the millisecond the waits count in, so that a short timeout is no timeout.
+  *out_ms = static_cast<int64_t>(t.tv_sec) * 1000 + (t.tv_usec + 999) / 1000;
+  return 0;
+}
+
+int PutTimeout(int64_t ms, void* out, socklen_t* length) {
+  if (out == nullptr || length == nullptr || *length < sizeof(timeval)) return Fail(EINVAL);
+  const timeval t{static_cast<time_t>(ms / 1000), static_cast<suseconds_t>(ms % 1000 * 1000)};
+  std::memcpy(out, &t, sizeof(t));
+  *length = sizeof(t);
   return 0;
 }
 
@@ -519,6 +542,8 @@ int rsetsockopt(int socket, int level, int optname, const void* optval, socklen_
       case SO_KEEPALIVE: return SockoptInt(optval, optlen, &s->keepalive);
       case SO_SNDBUF: return SockoptInt(optval, optlen, &s->sndbuf);
       case SO_RCVBUF: return SockoptInt(optval, optlen, &s->rcvbuf);
+      case SO_RCVTIMEO: return SockoptTimeout(optval, optlen, &s->rcvtimeo_ms);
+      case SO_SNDTIMEO: return SockoptTimeout(optval, optlen, &s->sndtimeo_ms);
       case SO_LINGER:
       case SO_PRIORITY:
       case SO_OOBINLINE:
@@ -569,6 +594,8 @@ int rgetsockopt(int socket, int level, int optname, void* optval, socklen_t* opt
       case SO_KEEPALIVE: return PutInt(s->keepalive, optval, optlen);
       case SO_SNDBUF: return PutInt(s->sndbuf, optval, optlen);
       case SO_RCVBUF: return PutInt(s->rcvbuf, optval, optlen);
+      case SO_RCVTIMEO: return PutTimeout(s->rcvtimeo_ms, optval, optlen);
+      case SO_SNDTIMEO: return PutTimeout(s->sndtimeo_ms, optval, optlen);
       default: return Fail(ENOPROTOOPT);
     }
   }

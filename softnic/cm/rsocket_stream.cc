@@ -163,7 +163,10 @@ ssize_t SendBytes(int socket, const iovec* iov, int iovcnt, int flags, const soc
         if (s->gone) return Fail(EPIPE);
         return Fail(EAGAIN);
       }
-      WaitUntil(s, lock, [s] { return Writable(s); }, -1);
+      if (!WaitUntil(s, lock, [s] { return Writable(s); }, Deadline(s->sndtimeo_ms))) {
+        if (sent > 0) break;
+        return Fail(EAGAIN);  // SO_SNDTIMEO passed
+      }
       continue;
     }
     const auto chunk = static_cast<uint32_t>(std::min(total - sent, kSlotBytes));
@@ -223,7 +226,10 @@ ssize_t RecvBytes(int socket, const iovec* iov, int iovcnt, int flags, sockaddr_
       if (s->gone) continue;  // end of stream: the check above returns it
       return Fail(EAGAIN);
     }
-    WaitUntil(s, lock, [s] { return CanReceive(s); }, -1);
+    if (!WaitUntil(s, lock, [s] { return CanReceive(s); }, Deadline(s->rcvtimeo_ms))) {
+      if (got > 0) break;
+      return Fail(EAGAIN);  // SO_RCVTIMEO passed
+    }
   }
   if (s->grant_due >= kGrantBatch) FlushGrant(s);
   if (got == 0 && s->ready_count == 0 && s->gone && !s->fin_received && s->so_error != 0) {
@@ -501,7 +507,10 @@ size_t riowrite(int socket, const void* buf, size_t count, off_t offset, int fla
         if (written > 0) break;
         return Fail(EAGAIN), failed;
       }
-      WaitUntil(s, lock, [s] { return s->gone || SlotFree(s); }, -1);
+      if (!WaitUntil(s, lock, [s] { return s->gone || SlotFree(s); }, Deadline(s->sndtimeo_ms))) {
+        if (written > 0) break;
+        return Fail(EAGAIN), failed;  // SO_SNDTIMEO passed
+      }
       continue;
     }
     const auto chunk = static_cast<uint32_t>(std::min(count - written, kSlotBytes));

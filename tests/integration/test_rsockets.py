@@ -70,11 +70,12 @@ class Fabric:
         return counters["tx_bytes"] + counters["rx_bytes"]
 
     def listener(self, port: int) -> list[Path]:
-        """softnic's listener names for `port` on softnic0's address or on any (cm/ids.cc)."""
+        """softnic's listener names for `port` on softnic0's address or on any, stream (cm-) or
+        datagram (cm-udp-) (cm/ids.cc, ListenerPath)."""
         directory = Path(f"/dev/shm/softnic-{self.uid}-{self.name}")
         a, b, c, d = (int(x) for x in self.server_address.split("."))
-        return [directory / f"cm-{port:04x}-{a:02x}{b:02x}{c:02x}{d:02x}", directory / f"cm-{port:04x}-00000000",
-                directory / f"cm-{port:04x}-7f000001"]
+        return [directory / f"{space}-{port:04x}-{address}" for space in ("cm", "cm-udp")
+                for address in (f"{a:02x}{b:02x}{c:02x}{d:02x}", "00000000")]
 
     def env(self, preload: bool = False) -> dict[str, str]:
         env = dict(os.environ)
