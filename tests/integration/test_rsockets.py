@@ -280,14 +280,16 @@ def test_iperf3_under_rspreload(fabric):
 
 @pytest.mark.skipif(not RSPRELOAD.exists() or shutil.which("sockperf") is None,
                     reason="librspreload or sockperf missing")
-def test_sockperf_under_rspreload(fabric):
-    """sockperf's TCP ping-pong; its server answers forever and is stopped after the client."""
+@pytest.mark.parametrize("protocol", [["--tcp"], []], ids=["tcp", "udp"])
+def test_sockperf_under_rspreload(fabric, protocol):
+    """sockperf's ping-pong over TCP (stream rsockets) and UDP (its default: datagram
+    rsockets); its server answers forever and is stopped after the client."""
     port = next(_ports)
     before = fabric.tx_bytes()
-    server = ["sockperf", "sr", "--tcp", "-i", "127.0.0.1", "-p", str(port)]
+    server = ["sockperf", "sr", *protocol, "-i", "127.0.0.1", "-p", str(port)]
     # sockperf sizes its table of sequence numbers for --mps messages a second (default ~600k)
     # and stops with "_seqN > m_maxSequenceNo" past it: rsockets ping-pong faster than that.
-    client = ["sockperf", "pp", "--tcp", "-i", "127.0.0.1", "-p", str(port), "-t", "1", "--mps", "4000000"]
+    client = ["sockperf", "pp", *protocol, "-i", "127.0.0.1", "-p", str(port), "-t", "1", "--mps", "4000000"]
     _, c_out = _check(run_pair(fabric, server, client, port, fabric.env(preload=True), server_exits=False),
                       server, client, server_exits=False)
     assert "Summary: Latency is" in c_out, c_out
