@@ -174,6 +174,9 @@ struct Socket {
 // rsocket_setup.cc
 Socket* Find(int fd);    // null with errno EBADF if fd is no rsocket
 Socket* Lookup(int fd);  // null if fd is no rsocket; errno untouched
+// A connected datagram socket of this process (other than `except`) that listens on `self`,
+// or null. Scans every descriptor: for a bind that found its port taken, never per message.
+Socket* ConnectedDatagramOn(const sockaddr_in& self, const Socket* except);
 int Fail(int error_number);
 int64_t NowMs();
 // An IPv4 or IPv6 socket address as the IPv4 address softnic's rdma_cm takes, and back into

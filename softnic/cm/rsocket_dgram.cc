@@ -151,6 +151,25 @@ const Destination* Resolve(Socket* s, const sockaddr_in& to, std::unique_lock<st
   return found;
 }
 
+// SO_REUSEADDR on a port that a connected datagram socket of this process listens on
+// (iperf3 -u's server binds a second UDP socket to its port once the first is connected to the
+// client): the connected socket gives up its listener and keeps its QP, so the peers that
+// resolved it already keep reaching it and new senders reach `s`, as the kernel gives a
+// connected UDP socket its peer's datagrams and an unconnected one the rest. False if no
+// such socket holds the port (another process's, or an unconnected one's: EADDRINUSE).
+bool TakePortOfConnected(Socket* s) {
+  sockaddr_in self = s->id->route.addr.src_sin;
+  if (DeviceOfAddress(self.sin_addr.s_addr) < 0 && self.sin_addr.s_addr == htonl(INADDR_ANY)) {
+    self.sin_addr.s_addr = GetDevices()->addresses[0];  // how DgramBind records a wildcard
+  }
+  Socket* holder = ConnectedDatagramOn(self, s);
+  if (holder == nullptr) return false;
+  std::lock_guard<std::mutex> lock(holder->mutex);
+  rdma_destroy_id(holder->id);  // its listener; the socket needs no id to send or receive
+  holder->id = nullptr;
+  return true;
+}
+
 }  // namespace
 
 int DgramBind(Socket* s, const sockaddr_in& address) {
@@ -158,7 +177,10 @@ int DgramBind(Socket* s, const sockaddr_in& address) {
   sockaddr_in bind_to = address;
   if (rdma_bind_addr(s->id, reinterpret_cast<sockaddr*>(&bind_to)) != 0) return -1;
   // Every bound datagram socket listens, so that senders can resolve it by SIDR.
-  if (rdma_listen(s->id, 0) != 0) return -1;
+  if (rdma_listen(s->id, 0) != 0 && (errno != EADDRINUSE || !s->reuseaddr || !TakePortOfConnected(s) ||
+                                     rdma_listen(s->id, 0) != 0)) {
+    return -1;
+  }
   d.self = s->id->route.addr.src_sin;
   // A wildcard socket lives on device 0 (peers reply to that device's address); it takes
   // datagrams sent to device 0's address or to 127.0.0.1.

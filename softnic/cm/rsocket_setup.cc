@@ -187,6 +187,17 @@ Socket* Lookup(int fd) {
   return fd >= 0 && fd < kMaxDescriptors ? g_sockets[fd].load(std::memory_order_acquire) : nullptr;
 }
 
+Socket* ConnectedDatagramOn(const sockaddr_in& self, const Socket* except) {
+  for (auto& slot : g_sockets) {
+    Socket* s = slot.load(std::memory_order_acquire);
+    if (s != nullptr && s != except && s->dgram && s->dgram->has_peer && s->id != nullptr &&
+        s->dgram->self.sin_port == self.sin_port && s->dgram->self.sin_addr.s_addr == self.sin_addr.s_addr) {
+      return s;
+    }
+  }
+  return nullptr;
+}
+
 Socket* Find(int fd) {
   Socket* s = Lookup(fd);
   if (s == nullptr) errno = EBADF;
@@ -602,13 +613,15 @@ int rgetsockopt(int socket, int level, int optname, void* optval, socklen_t* opt
   if (level == IPPROTO_TCP) {
     switch (optname) {
       case TCP_NODELAY: return PutInt(s->nodelay, optval, optlen);
-      case TCP_MAXSEG: return PutInt(static_cast<int>(kSlotBytes), optval, optlen);
+      // The stream has no segments; what a datagram rsocket carries stands in for the MSS, as
+      // the kernel's is the path MTU less headers: iperf3 sizes its UDP datagrams by it.
+      case TCP_MAXSEG: return PutInt(static_cast<int>(kDgramMaxPayloadBytes), optval, optlen);
       case TCP_INFO: {  // no TCP underneath: an established connection with no retransmits
         if (optval == nullptr || optlen == nullptr) return Fail(EINVAL);
         tcp_info info{};
         info.tcpi_state = s->phase == Phase::kConnected ? TCP_ESTABLISHED : TCP_CLOSE;
-        info.tcpi_snd_mss = kSlotBytes;
-        info.tcpi_rcv_mss = kSlotBytes;
+        info.tcpi_snd_mss = kDgramMaxPayloadBytes;
+        info.tcpi_rcv_mss = kDgramMaxPayloadBytes;
         const socklen_t n = std::min<socklen_t>(*optlen, sizeof(info));
         std::memcpy(optval, &info, n);
         *optlen = n;
