@@ -169,6 +169,17 @@ def test_librspreload_binds_every_import():
     assert not missing, f"librspreload imports what softnic's librdmacm.so.1 lacks: {sorted(missing)}"
 
 
+def test_rsocket_calls(fabric):
+    """rsocket_calls.py: SO_RCVTIMEO ends a datagram receive with EAGAIN; a non-blocking
+    rconnect to a port nobody listens on is EINPROGRESS, then rpoll's POLLOUT|POLLERR and
+    SO_ERROR ECONNREFUSED; AF_UNIX is refused with EAFNOSUPPORT alone."""
+    script = Path(__file__).with_name("rsocket_calls.py")
+    run = subprocess.run(run_as.argv(fabric.user, ["/usr/bin/python3", str(script), str(LIB_DIR / "librdmacm.so.1"),
+                                                   fabric.server_address]),
+                         env=fabric.env(), capture_output=True, text=True, timeout=PAIR_TIMEOUT_S)
+    assert run.returncode == 0 and "FAIL" not in run.stdout, run.stdout + run.stderr
+
+
 @pytest.mark.parametrize("mode", [[], ["-T", "a"]], ids=["default", "async"])
 def test_rstream(fabric, mode):
     """Every size of rstream's latency and bandwidth sets, each transfer verified."""
