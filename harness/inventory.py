@@ -16,7 +16,7 @@ from .yamlloc import ConfigError
 
 kLaunchers = ("local", "netns", "ssh", "slurm")
 kBuiltin = ("local", "netns")
-kMaxSoftnicDevices = 16     # softnic's limit on devices per fabric
+kMaxSoftnicDevices = 256    # softnic's limit on devices per fabric (softnic/fabric/layout.h kMaxDevices)
 
 HOST_KEYS = {
     "name": ("string", True, "host name used in results"),

@@ -15,8 +15,11 @@ packages=(
   ucx-utils
   # tests/integration: third-party RDMA programs run unmodified on softnic
   qperf libfabric-bin
-  # tests/integration/test_mpi.py, benchmarks/peers/compare_mpi.py: MPI over UCX on softnic
+  # tests/integration: MPI over softnic (test_mpi.py: MPICH and Open MPI over UCX's rc_verbs,
+  # test_mpi_transports.py: Open MPI's pml ucx and mtl ofi; benchmarks/peers/compare_mpi.py)
   mpich libmpich-dev openmpi-bin libopenmpi-dev
+  # tests/integration: socket programs run over rsockets under librspreload (librdmacm1's)
+  iperf3 sockperf
   # kv/: the TCP baselines the key-value systems are compared with (rdmalab-kv --system memcached|redis)
   memcached redis-server
   # tests: ABI checks, non-root user checks

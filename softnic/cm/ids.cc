@@ -38,9 +38,12 @@ int DeviceOf(in_addr_t address, bool* valid) {
   return device;
 }
 
-std::string ListenerPath(uint16_t port_network, in_addr_t address) {
+// One namespace per port space, as the kernel's CM keeps them: a TCP and a UDP listener may
+// share a port number (iperf3 -u binds its UDP data socket to its TCP control port).
+std::string ListenerPath(rdma_port_space ps, uint16_t port_network, in_addr_t address) {
+  const char* space = ps == RDMA_PS_TCP ? "cm" : ps == RDMA_PS_UDP ? "cm-udp" : ps == RDMA_PS_IB ? "cm-ib" : "cm-ipoib";
   char name[48];
-  std::snprintf(name, sizeof(name), "/cm-%04x-%08x", ntohs(port_network), ntohl(address));
+  std::snprintf(name, sizeof(name), "/%s-%04x-%08x", space, ntohs(port_network), ntohl(address));
   return GetDevices()->directory + name;
 }
 
@@ -477,7 +480,7 @@ int rdma_listen(rdma_cm_id* cm_id, int) {
   std::lock_guard<std::mutex> pump(id->owner->pump);
   if (id->state != State::kBound) return Fail(EINVAL);
   const sockaddr_in& src = cm_id->route.addr.src_sin;
-  const std::string path = ListenerPath(src.sin_port, src.sin_addr.s_addr);
+  const std::string path = ListenerPath(cm_id->ps, src.sin_port, src.sin_addr.s_addr);
   // Bound and listening under a name of its own first, then published: whoever finds the
   // listener's name (a peer, or a script waiting for the server) finds it accepting, never
   // a socket bound but not yet listening, whose connect is refused (REJECTED).
@@ -579,7 +582,7 @@ int rdma_connect(rdma_cm_id* cm_id, rdma_conn_param* param) {
   bool connected = false;
   for (in_addr_t address : {dst.sin_addr.s_addr, in_addr_t{htonl(INADDR_ANY)}}) {
     sockaddr_un path;
-    if (FillUnixAddress(ListenerPath(dst.sin_port, address), &path) &&
+    if (FillUnixAddress(ListenerPath(cm_id->ps, dst.sin_port, address), &path) &&
         connect(fd, reinterpret_cast<sockaddr*>(&path), sizeof(path)) == 0) {
       connected = true;
       break;

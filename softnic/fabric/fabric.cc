@@ -39,7 +39,8 @@ uint32_t NameHash(const std::string& name) {
 }  // namespace
 
 uint32_t DeviceIpv4(const std::string& name, uint32_t index) {
-  return (10u << 24) | (55u << 16) | ((NameHash(name) & 0xff) << 8) | ((index + 1) & 0xff);
+  const uint32_t subnet = (NameHash(name) + index / kDevicesPerSubnet) & 0xff;
+  return (10u << 24) | (55u << 16) | (subnet << 8) | (index % kDevicesPerSubnet + 1);
 }
 
 namespace {

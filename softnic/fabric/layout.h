@@ -13,8 +13,12 @@
 namespace softnic {
 
 constexpr uint32_t kFabricMagic = 0x534e4943;  // "SNIC"
-constexpr uint32_t kFabricLayoutVersion = 13;  // bump with every change to this file's shared structs
-constexpr uint32_t kMaxDevices = 16;
+constexpr uint32_t kFabricLayoutVersion = 14;  // bump with every change to this file's shared structs
+// Enough for one emulated node per process of the largest placements (nosql Fig. 12's 24
+// clients and a server; HERD's clients one per node). The tables of devices a fabric does
+// not have, and the counter blocks no thread claimed, are never written: the file is sparse
+// (a 2-device fabric allocates what it did with 16; its size is ~1.9 GB, its use a few MB).
+constexpr uint32_t kMaxDevices = 256;
 constexpr uint32_t kDefaultDevices = 2;
 constexpr uint32_t kMaxProcesses = 128;
 constexpr uint32_t kQpIndexBits = 12;

@@ -33,18 +33,18 @@ void Reclaim(Fabric* fabric, uint32_t slot, uint32_t incarnation) {
   const uint32_t lanes = LanesInUse(process);
   for (uint32_t d = 0; d < header->device_count; ++d) {
     DeviceEntry& device = header->devices[d];
-    for (QpEntry& qp : device.qps) {
+    fabric->ForEachWrittenEntry(device.qps, kMaxQpsPerDevice, [&](QpEntry& qp) {
       if (qp.owner_slot == slot && qp.owner_incarnation == incarnation &&
           qp.qpn.load(std::memory_order_relaxed) != 0) {
         ChangeBetweenControlEpochs(*header, [&] { qp.qpn.store(0, std::memory_order_release); });
       }
-    }
-    for (MrEntry& mr : device.mrs) {
+    });
+    fabric->ForEachWrittenEntry(device.mrs, kMaxMrsPerDevice, [&](MrEntry& mr) {
       if (mr.owner_slot == slot && mr.owner_incarnation == incarnation &&
           mr.key.load(std::memory_order_relaxed) != 0) {
         ClearMrEntry(*header, mr);
       }
-    }
+    });
     for (uint32_t lane = 0; lane < lanes; ++lane) {
       CounterBlock& counters = process.counters[lane][d];
       uint64_t left[kCounterCount] = {};
@@ -87,7 +87,8 @@ void HoldSlotForever(Fabric* fabric, ClaimResult* result) {
       AdminLock admin(header);
       uint32_t previous = slot.incarnation.load(std::memory_order_relaxed);
       if (previous != 0) Reclaim(fabric, s, previous);
-      for (CounterBlock& block : slot.counters[kCounterLanes - 1]) block.shared = 1;
+      // Only the fabric's devices: the blocks of devices it lacks are never read.
+      for (uint32_t d = 0; d < header->device_count; ++d) slot.counters[kCounterLanes - 1][d].shared = 1;
       attachment.slot = s;
       attachment.incarnation = header->next_incarnation.fetch_add(1) + 1;
       slot.holder_tid.store(static_cast<int32_t>(syscall(SYS_gettid)), std::memory_order_relaxed);

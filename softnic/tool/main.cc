@@ -175,13 +175,13 @@ nlohmann::json DeviceJson(const Fabric& fabric, uint32_t d) {
   // Entries of a process that died stay in the tables until its slot is reused; they
   // are gone for every peer already, so they are not counted.
   uint32_t qps = 0, mrs = 0;
-  for (const QpEntry& qp : device.qps) {
+  fabric.ForEachWrittenEntry(device.qps, kMaxQpsPerDevice, [&](const QpEntry& qp) {
     qps += qp.qpn.load() != 0 && qp.type != kXrcSrqEntryType &&  // an XRC SRQ is no QP
            ProcessAlive(header, qp.owner_slot, qp.owner_incarnation);
-  }
-  for (const MrEntry& mr : device.mrs) {
+  });
+  fabric.ForEachWrittenEntry(device.mrs, kMaxMrsPerDevice, [&](const MrEntry& mr) {
     mrs += mr.key.load() != 0 && ProcessAlive(header, mr.owner_slot, mr.owner_incarnation);
-  }
+  });
   json["qps"] = qps;
   json["mrs"] = mrs;
   json["modeled"]["device_model"] = kModeledDeviceText;

@@ -45,11 +45,12 @@ _fabric_ids = itertools.count()
 
 
 def listener_paths(fabric: str, address: str, port: int) -> list[Path]:
-    """Where softnic's librdmacm puts a listener on `address` or on any address
-    (softnic/cm/ids.cc, ListenerPath)."""
+    """Where softnic's librdmacm puts a listener on `address` or on any address, of the TCP or
+    the UDP port space (softnic/cm/ids.cc, ListenerPath)."""
     paths = []
     for a, b, c, d in ((int(x) for x in address.split(".")), (0, 0, 0, 0)):
-        paths.append(Path(f"/dev/shm/softnic-{os.getuid()}-{fabric}/cm-{port:04x}-{a:02x}{b:02x}{c:02x}{d:02x}"))
+        for space in ("cm", "cm-udp"):
+            paths.append(Path(f"/dev/shm/softnic-{os.getuid()}-{fabric}/{space}-{port:04x}-{a:02x}{b:02x}{c:02x}{d:02x}"))
     return paths
 
 
