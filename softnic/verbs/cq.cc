@@ -52,7 +52,7 @@ struct Retirement {
 
 [[gnu::always_inline]] inline void Retire(Runtime* runtime, const SoftCq* cq, const Retirement& retirement) {
   if (!retirement.is_send && retirement.up_to == 0) return;
-  SoftQp* qp = runtime->local_qps[cq->device_index][retirement.qp_num & (kMaxQpsPerDevice - 1)];
+  SoftQp* qp = runtime->LocalQp(cq->device_index, retirement.qp_num & (kMaxQpsPerDevice - 1));
   if (qp == nullptr || qp->ex.qp_base.qp_num != retirement.qp_num) return;  // not a later QP in a reused slot
   if (retirement.is_send) {
     qp->sq_retired.store(static_cast<uint32_t>(retirement.up_to), std::memory_order_release);

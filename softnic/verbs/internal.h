@@ -447,8 +447,9 @@ class Runtime {
   // Writes one byte to a completion or async-event FIFO (of any process; cold path).
   void SignalChannel(uint64_t fifo_id);
 
-  // QPs of this process by device and table index, for retiring send slots on poll.
-  SoftQp* local_qps[kMaxDevices][kMaxQpsPerDevice] = {};
+  // QPs of this process by device and table index, for retiring send slots on poll; a table
+  // per device of the fabric (Init), not kMaxDevices of them: 32 KiB each, not 8 MiB a process.
+  SoftQp*& LocalQp(uint32_t device, uint32_t index) { return local_qp_tables_[device][index]; }
 
   // QPs with stalled send queues, retried by poll_cq and the progress thread.
   std::mutex stalled_mutex;
@@ -495,6 +496,8 @@ class Runtime {
   std::unordered_map<uint64_t, int> channel_writers_;
   std::unique_ptr<RemoteMrMapping[]> mr_maps_[kMaxDevices];  // allocated in Init
   RemoteMrMapping* mr_map_tables_[kMaxDevices] = {};        // the same, for the hot path
+  std::unique_ptr<SoftQp*[]> local_qps_[kMaxDevices];        // allocated in Init
+  SoftQp** local_qp_tables_[kMaxDevices] = {};               // the same, for the hot path
   std::mutex progress_mutex_;
   bool progress_thread_started_ = false;
   std::mutex attach_mutex_;

@@ -234,7 +234,7 @@ ibv_qp* CreateQpExOp(ibv_context* context, ibv_qp_init_attr_ex* attr) {
   for (SoftCq* cq : {qp->send_cq, qp->recv_cq}) {
     if (cq != nullptr) cq->users.fetch_add(1, std::memory_order_relaxed);
   }
-  runtime->local_qps[qp->device_index][index] = qp;
+  runtime->LocalQp(qp->device_index, index) = qp;
   attr->cap = qp->cap;  // what the QP holds, as providers report it
   return &base;
 }
@@ -455,7 +455,7 @@ int ibv_destroy_qp(ibv_qp* ibqp) {
   for (SoftCq* cq : {qp->send_cq, qp->recv_cq}) {
     if (cq != nullptr) cq->users.fetch_sub(1, std::memory_order_relaxed);
   }
-  runtime->local_qps[qp->device_index][qp->index] = nullptr;
+  runtime->LocalQp(qp->device_index, qp->index) = nullptr;
   if (qp->recv_object.id != 0) RemoveObject(runtime->directory(), qp->recv_object.id);
   if (qp->xrcd != nullptr) ReleaseXrcd(qp->xrcd);
   delete qp;

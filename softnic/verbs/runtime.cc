@@ -3,6 +3,7 @@
 #include <sys/random.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <condition_variable>
@@ -79,6 +80,8 @@ bool Runtime::Init(std::string* error) {
   for (uint32_t d = 0; d < fabric()->device_count; ++d) {
     mr_maps_[d].reset(new RemoteMrMapping[kMaxMrsPerDevice]());
     mr_map_tables_[d] = mr_maps_[d].get();
+    local_qps_[d].reset(new SoftQp*[kMaxQpsPerDevice]());
+    local_qp_tables_[d] = local_qps_[d].get();
   }
   attached_pid_ = getpid();
   return AttachProcess(&fabric_, &self_, error);
@@ -91,7 +94,7 @@ bool Runtime::EnsureOwnProcess(std::string* error) {
   if (!AttachProcess(&fabric_, &self_, error)) return false;
   attached_pid_ = getpid();
   next_serial_.store(0);
-  std::memset(local_qps, 0, sizeof(local_qps));
+  for (uint32_t d = 0; d < fabric()->device_count; ++d) std::fill_n(local_qp_tables_[d], kMaxQpsPerDevice, nullptr);
   stalled.clear();
   stalled_count.store(0);
   progress_thread_started_ = false;
