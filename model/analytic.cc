@@ -340,6 +340,15 @@ Demand QpCacheMisses(uint32_t qps, const Profile& prof, bool rx, double burst) {
   return d;
 }
 
+double ColdDataNs(const Point& pt, uint32_t bytes, const Profile& prof) {
+  if (!prof.nic.host_engine || prof.cpu.cache_B <= 0 || pt.keys == 0) return 0;
+  const auto lines_cached = static_cast<uint32_t>(std::min(prof.cpu.cache_B / kCacheLineBytes, 4e9));
+  double miss = TranslationMissRate(pt.distribution, pt.zipf_theta, pt.keys, bytes, pt.placement == "clustered",
+                                    lines_cached, kCacheLineBytes);
+  double lines = std::max(1.0, std::ceil(static_cast<double>(bytes) / kCacheLineBytes));
+  return miss * (prof.nic.cold_access_ns + (lines - 1) * prof.nic.cold_line_ns);
+}
+
 Demand TranslationMisses(const Point& pt, uint32_t value_B, const Profile& prof, double* miss_rate) {
   Demand d;
   double miss = prof.Has(kTranslation) ? TranslationMissRate(pt.distribution, pt.zipf_theta, pt.keys, value_B,
@@ -440,14 +449,17 @@ Prediction Tput(const Point& pt, const Profile& prof, const WireParams& wire) {
   Demand d;
   Engagement e;
   e.cores = pt.threads;
-  double translation_miss = 0;
+  double translation_miss = 0, cold_ns = 0;
   if (pt.direction == "inbound") {
     d = Inbound(wr, prof, wire, pt.post_list);
     if (wr.signaled) d += PeerWork(prof, 1.0 / std::max<uint32_t>(pt.cq_mod, 1));
     e.qps_rx = pt.qp;
     if (connected) d += QpCacheMisses(qps, prof, true, burst);
-    if (pt.keyed && (wr.op == Opcode::kRead || wr.op == Opcode::kWrite))
+    if (pt.keyed && (wr.op == Opcode::kRead || wr.op == Opcode::kWrite)) {
       d += TranslationMisses(pt, wr.payload_B, prof, &translation_miss);
+      cold_ns = ColdDataNs(pt, wr.payload_B, prof);  // the peer's posting thread moves the data
+      d.nic_rx_ns += cold_ns;
+    }
     LimitByRequesters(pt, wr, prof, wire, e);
   } else {
     d = Outbound(wr, pt.post_list, pt.cq_mod, prof, wire);
@@ -459,7 +471,7 @@ Prediction Tput(const Point& pt, const Profile& prof, const WireParams& wire) {
     }
     if (connected) d += QpCacheMisses(qps, prof, false);
   }
-  double lat_us = VerbLatencyUs(wr, prof, wire, false) + translation_miss * prof.lat.pcie_rtt_ns / 1000;
+  double lat_us = VerbLatencyUs(wr, prof, wire, false) + translation_miss * prof.lat.pcie_rtt_ns / 1000 + cold_ns / 1000;
   bool send = wr.op == Opcode::kSend, inbound = pt.direction == "inbound", outbound = pt.direction == "outbound";
   ShareHost(e, pt, !inbound || send, !outbound || send);
   if (pt.tx_depth && pt.window_bound) {

@@ -103,6 +103,10 @@ Demand QpCacheMisses(uint32_t qps, const Profile& prof, bool rx, double burst = 
 // Address-translation misses of a responder serving `value_B`-byte values chosen by key
 // (pt's distribution, keys, placement): one translation-entry DMA read each, waited for.
 Demand TranslationMisses(const Point& pt, uint32_t value_B, const Profile& prof, double* miss_rate = nullptr);
+// Host engine: the time a WR's `bytes` of remote data add when they come from memory: a random
+// key's item of the point's `keys` (its distribution and placement) misses the host's cache
+// (cpu.cache_B) as often as the items outgrow it; 0 where every item stays cached.
+double ColdDataNs(const Point& pt, uint32_t bytes, const Profile& prof);
 
 // Host engine only (empty otherwise: a device NIC's peers are assumed numerous): the peers'
 // threads' work beside the WRs they post here: `completions` they poll (a READ's or an

@@ -64,6 +64,10 @@ struct NicParams {
   bool host_engine = false;
   double line_ns = 0;               // host engine: time per 64 B line of payload moved
   double gather_ns = 0;             // host engine: a non-inline WR gathers its payload through its lkey
+  // host engine: a WR whose remote data is not in the host's cache (cpu.cache_B): its first
+  // line (the page walk and the memory round trip), and each further line of it
+  double cold_access_ns = 0;
+  double cold_line_ns = 0;
   // host engine: each scatter/gather element beyond a list's first, at either end: the sender's
   // gather list and the receiver's RECV scatter list (a key check and a copy of its own each)
   double sge_ns = 0;
@@ -104,6 +108,10 @@ struct CpuParams {
   // Host engine: a poller's load of a line its peer's core just wrote (a WRITE-delivered
   // request or answer): one cross-core cache-line move, measured by a line ping-pong.
   double line_transfer_ns = 0;
+  // Host engine: the cache a working set stays in. Data a WR moves from a random place in a
+  // larger region (a random key's item in a table) mostly comes from memory (nic.cold_*_ns);
+  // 0: every access hits, as the calibration suite's own buffers do.
+  double cache_B = 0;
 };
 
 struct LatencyParams {

@@ -228,6 +228,14 @@ Prediction PredictKv(const Point& pt, const Profile& prof) {
   uint32_t clients = Clients(pt);
   auto lat = [&](const WrShape& wr, bool one_way) { return VerbLatencyUs(wr, prof, wire, one_way); };
   auto read = [&](uint32_t bytes) { return Shape(Verb(Opcode::kRead, Transport::kRc, false, true), bytes); };
+  // a client's READ of a random key's data in the server's table (on a host engine, from memory
+  // as often as the table outgrows the host's cache)
+  auto table_read = [&](uint32_t bytes) {
+    Demand d = Inbound(read(bytes), prof, wire);
+    d.nic_rx_ns += ColdDataNs(pt, bytes, prof);
+    return d;
+  };
+  auto table_read_lat = [&](uint32_t bytes) { return lat(read(bytes), false) + ColdDataNs(pt, bytes, prof) / 1000; };
 
   if (pt.system == "herd") {
     std::vector<double> shares = WorkerShares(pt.distribution, pt.zipf_theta, pt.keys, workers);
@@ -294,8 +302,8 @@ Prediction PredictKv(const Point& pt, const Profile& prof) {
     p.requests_per_sweep = sweep;
     return PerCore(pt, p, workers);
   } else if (pt.system == "pilaf") {
-    c.Add("inbound READ 32 B bucket", Inbound(read(kPilafBucketB), prof, wire), f_get * kPilafBucketReads);
-    c.Add("inbound READ value " + std::to_string(sv) + " B", Inbound(read(sv), prof, wire), f_get);
+    c.Add("inbound READ 32 B bucket", table_read(kPilafBucketB), f_get * kPilafBucketReads);
+    c.Add("inbound READ value " + std::to_string(sv) + " B", table_read(sv), f_get);
     // PUT: client SENDs key+value (UC, inline), server replies with a SEND (UC, inline, unsignaled)
     WrShape put_req = Shape(Verb(Opcode::kSend, Transport::kUc, true), sk + sv);
     WrShape put_resp = Shape(Verb(Opcode::kSend, Transport::kUc, true, true), kAckB);
@@ -307,24 +315,24 @@ Prediction PredictKv(const Point& pt, const Profile& prof) {
     c.Add("QP-context misses", QpCacheMisses(clients, prof, true), 1);
     e.qps = workers;
     e.qps_rx = clients;
-    c.lat_us = f_get * ((kPilafBucketReads + 1) * lat(read(kPilafBucketB), false)) +
+    c.lat_us = f_get * ((kPilafBucketReads + 1) * table_read_lat(kPilafBucketB)) +
                f_put * (lat(put_req, true) + lat(put_resp, true));
   } else if (pt.system == "farm" || pt.system == "farm-var") {
     bool var = pt.system == "farm-var";
     uint32_t bucket = kFarmNeighbourhood * (sk + (var ? kPointerB : sv));
-    c.Add("inbound READ neighbourhood " + std::to_string(bucket) + " B", Inbound(read(bucket), prof, wire), f_get);
-    if (var) c.Add("inbound READ value " + std::to_string(sv) + " B", Inbound(read(sv), prof, wire), f_get);
+    c.Add("inbound READ neighbourhood " + std::to_string(bucket) + " B", table_read(bucket), f_get);
+    if (var) c.Add("inbound READ value " + std::to_string(sv) + " B", table_read(sv), f_get);
     double put_lat_us = c.AddWritePut(Transport::kUc, sk, sv, f_put);
     c.Add("clients' own work per request, READ completions", PeerWork(prof, var ? 2 : 1, 1), f_get);
     c.Add("clients' own work per request", PeerWork(prof, 0, 1), f_put);
     c.Add("QP-context misses", QpCacheMisses(clients, prof, true), 1);
     e.qps = workers;
     e.qps_rx = clients;
-    c.lat_us = f_get * (lat(read(bucket), false) * (var ? 2 : 1)) + f_put * put_lat_us;
+    c.lat_us = f_get * (table_read_lat(bucket) * (var ? 2 : 1)) + f_put * put_lat_us;
   } else if (pt.system == "hydradb") {
     // GET: one READ of the value and its lease word (the client's address cache hits);
     // PUT: an inlined WRITE-RC request and an inlined WRITE-RC response (HydraDB-em).
-    c.Add("inbound READ value + lease " + std::to_string(sv + kLeaseB) + " B", Inbound(read(sv + kLeaseB), prof, wire),
+    c.Add("inbound READ value + lease " + std::to_string(sv + kLeaseB) + " B", table_read(sv + kLeaseB),
           f_get);
     double put_lat_us = c.AddWritePut(Transport::kRc, sk, sv, f_put);
     c.Add("clients' own work per request, READ completions", PeerWork(prof, 1, 1), f_get);
@@ -332,15 +340,15 @@ Prediction PredictKv(const Point& pt, const Profile& prof) {
     c.Add("QP-context misses", QpCacheMisses(clients, prof, true), 1);
     e.qps = workers;
     e.qps_rx = clients;
-    c.lat_us = f_get * lat(read(sv + kLeaseB), false) + f_put * put_lat_us;
+    c.lat_us = f_get * table_read_lat(sv + kLeaseB) + f_put * put_lat_us;
   } else if (pt.system == "read-based") {
     // Not a system but guide16 Fig. 9's bound: every operation costs two inbound READs.
-    c.Add("inbound READ " + std::to_string(sv) + " B", Inbound(read(sv), prof, wire), kReadBasedReadsPerGet);
+    c.Add("inbound READ " + std::to_string(sv) + " B", table_read(sv), kReadBasedReadsPerGet);
     c.Add("clients' own work per request, READ completions", PeerWork(prof, kReadBasedReadsPerGet, 1), 1);
     e.qps_rx = clients;
-    c.lat_us = kReadBasedReadsPerGet * lat(read(sv), false);
+    c.lat_us = kReadBasedReadsPerGet * table_read_lat(sv);
   } else {  // drtm, drtm-write
-    c.Add("inbound READ item " + std::to_string(sk + sv) + " B", Inbound(read(sk + sv), prof, wire), f_get);
+    c.Add("inbound READ item " + std::to_string(sk + sv) + " B", table_read(sk + sv), f_get);
     WrShape atomic = Shape(Verb(Opcode::kCas, Transport::kRc, false, true), 8);
     Demand a = Inbound(atomic, prof, wire);
     // lock words of random keys spread over every lock bucket the NIC has, unless they share
@@ -354,7 +362,7 @@ Prediction PredictKv(const Point& pt, const Profile& prof) {
             f_put);
     c.Add("QP-context misses", QpCacheMisses(clients, prof, true), 1);
     e.qps_rx = clients;
-    c.lat_us = f_get * lat(read(sk + sv), false) + f_put * 2 * lat(atomic, false);
+    c.lat_us = f_get * table_read_lat(sk + sv) + f_put * 2 * lat(atomic, false);
   }
   return PerCore(pt, c.Finish(e), workers);
 }

@@ -179,6 +179,23 @@ TEST(Analytic, HostEngineWindowDrainsOnlyWhileBothHoldACore) {
   EXPECT_NEAR(four.mops / one.mops, 4 * 2.0 / 20, 0.01);
 }
 
+// On a host engine a READ of a random key's data pays the memory's time as often as the keys'
+// region outgrows the host's cache: nothing for a region it holds, nearly all of it for one a
+// thousand times larger.
+TEST(Analytic, HostEngineKeyedReadsPayForMemoryBeyondTheCache) {
+  Profile engine = LoadProfile("host-engine", DefaultProfileDir());
+  engine.cpu.cache_B = 1 << 20;
+  engine.nic.cold_access_ns = 200;
+  engine.nic.cold_line_ns = 80;
+  auto per_read_ns = [&](int keys) {
+    nlohmann::json read = {{"verb", "read"}, {"connection", "RC"}, {"size", 1024}, {"direction", "inbound"},
+                           {"distribution", "uniform"}, {"keys", keys}, {"threads", 1}, {"qp", 1}};
+    return 1e3 / Eval(read, "tput", engine, {{"server", 1}, {"client", 1}}).mops;
+  };
+  double cached = per_read_ns(512), cold = per_read_ns(1 << 20);  // 512 KiB, 1 GiB
+  EXPECT_NEAR(cold - cached, 0.999 * (200 + 15 * 80), 5);
+}
+
 TEST(Analytic, LatencyOfReadExceedsInlineWrite) {
   Prediction r = Eval({{"verb", "read"}, {"size", 32}}, "lat");
   Prediction w = Eval({{"verb", "write_inline"}, {"size", 32}}, "lat");
