@@ -228,20 +228,21 @@ std::vector<ParamDef> BuildParams() {
       {"distribution", T::kString, nullptr, 0, 0, {"none", "uniform", "zipf"}, kNull, E::kModeled,
        "key popularity (tput: READs address values by key unless none, the default; kv: default uniform)",
        [](PointDraft& d, const json& v) {
-         d.p.keyed = v != "none";
+         d.unkeyed = v == "none";
+         d.p.keyed = !d.unkeyed;
          d.p.distribution = v == "zipf" ? "zipf" : "uniform";
        }},
       {"placement", T::kString, nullptr, 0, 0, {"clustered", "unclustered"}, "clustered", E::kModeled,
        "values in popularity order (clustered) or a random page each (unclustered)",
        [](PointDraft& d, const json& v) {
          d.p.placement = v.get<std::string>();
-         d.p.keyed = true;
+         d.p.keyed = !d.unkeyed;
        }},
       {"keys", T::kInteger, "keys", 0, kMaxCount, {}, 8 << 20, E::kModeled,
        "distinct keys (0: rdmalab-bench's default, 4 Mi)",
        [](PointDraft& d, const json& v) {
          d.p.keys = v == 0 ? kBenchDefaultKeys : static_cast<uint64_t>(v.get<int64_t>());
-         d.p.keyed = true;
+         d.p.keyed = !d.unkeyed;
        }},
       {"zipf_theta", T::kNumber, nullptr, 0, 0.9999, {}, 0.99, E::kModeled, "Zipf skew (YCSB: 0.99)",
        SET_NUM(zipf_theta)},

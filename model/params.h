@@ -27,6 +27,7 @@ struct PointDraft {
   std::vector<std::string> optimizations;
   int64_t clients_per_process = -1;  // kv's clients; -1: not given
   uint32_t client_threads = 1;       // kv's threads: client threads per client process
+  bool unkeyed = false;              // distribution: none (tput's own window slot), whatever keys says
 };
 
 enum class ParamType { kInteger, kNumber, kBoolean, kString };

@@ -187,13 +187,16 @@ TEST(Analytic, HostEngineKeyedReadsPayForMemoryBeyondTheCache) {
   engine.cpu.cache_B = 1 << 20;
   engine.nic.cold_access_ns = 200;
   engine.nic.cold_line_ns = 80;
-  auto per_read_ns = [&](int keys) {
+  auto per_read_ns = [&](int keys, const char* distribution = "uniform") {
     nlohmann::json read = {{"verb", "read"}, {"connection", "RC"}, {"size", 1024}, {"direction", "inbound"},
-                           {"distribution", "uniform"}, {"keys", keys}, {"threads", 1}, {"qp", 1}};
+                           {"distribution", distribution}, {"keys", keys}, {"threads", 1}, {"qp", 1}};
     return 1e3 / Eval(read, "tput", engine, {{"server", 1}, {"client", 1}}).mops;
   };
   double cached = per_read_ns(512), cold = per_read_ns(1 << 20);  // 512 KiB, 1 GiB
   EXPECT_NEAR(cold - cached, 0.999 * (200 + 15 * 80), 5);
+  // distribution none: each READ reads its own window slot, whatever keys says (rdmalab-bench)
+  EXPECT_DOUBLE_EQ(per_read_ns(1 << 20, "none"), per_read_ns(0, "none"));
+  EXPECT_NEAR(per_read_ns(1 << 20, "none"), cached, 1e-9);
 }
 
 TEST(Analytic, LatencyOfReadExceedsInlineWrite) {
