@@ -42,7 +42,7 @@ USAGE = """run_all.py [EXPERIMENT.yaml|ID|SUITE ...] [options]     run experimen
        run_all.py check --profile P [--backend B] [--suite NAME] [--tolerance auto|PCT]
                                                               measure the calibration suite, fail (exit 1) where
                                                               the NIC falls short of profile P, naming what
-       run_all.py import perftest|qperf FILE... [--backend B] store other tools' results as points
+       run_all.py import perftest|ucx_perftest|qperf FILE...  store other tools' results as points
        run_all.py score [--out DIR] [--backend B] [--against DIR]
                                                               how well the profile fitted to B predicts what B
                                                               measured, beside the measurement's own spread

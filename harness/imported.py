@@ -1,4 +1,4 @@
-"""`run_all.py import perftest|qperf FILE...`: the numbers users already have become stored points.
+"""`run_all.py import perftest|ucx_perftest|qperf FILE...`: the numbers users already have become stored points.
 
 A result of another tool is parsed into the configuration it ran (rdmalab's parameter names: a
 mode, verb, connection, size, window, CQ moderation, QPs, post list, inline size, link) and what
@@ -12,7 +12,10 @@ Anything the importer cannot map (an unknown test, a missing field, a value out 
 the whole file with the field named, and nothing of that file is stored.
 
 perftest: the `--out_json` file (perftest 4.5 writes it with bare keys and trailing commas, which
-this parser accepts). qperf: its printed output with -v (`qperf -v HOST rc_bw rc_lat ...`).
+this parser accepts). ucx_perftest: the client's printed result (the table's Final line, or -v's
+CSV), under its command line as the file's first line (`# ucx_perftest -t put_bw -x rc_verbs -s
+64 ...`: the tool prints neither its test nor its sizes). qperf: its printed output with -v
+(`qperf -v HOST rc_bw rc_lat ...`).
 """
 from __future__ import annotations
 
@@ -38,7 +41,7 @@ from .suites import Target
 from .sweep import Reduction, expand, point_id
 from .yamlloc import ConfigError
 
-kTools = ("perftest", "qperf")
+kTools = ("perftest", "ucx_perftest", "qperf")
 kTimingParams = ("duration", "warmup", "iters", "fits")   # what a calibration point fixes but the fit does not read
 kImportedRoles = {"server": 1, "client": 1}               # a requester and its responder
 
@@ -237,11 +240,79 @@ def parse_qperf(text: str, path: pathlib.Path, version: str) -> list[Imported]:
     return out
 
 
+# ucx_perftest --------------------------------------------------------------------------------
+
+# test -> (mode, verb); UCT tests name their transport with -x, UCP tests take UCX_TLS
+kUcxTests = {"put_bw": ("tput", "write"), "ucp_put_bw": ("tput", "write"), "am_bw": ("tput", "send"),
+             "ucp_am_bw": ("tput", "send"), "tag_bw": ("tput", "send"), "put_lat": ("lat", "write"),
+             "ucp_put_lat": ("lat", "write"), "am_lat": ("lat", "send"), "ucp_am_lat": ("lat", "send"),
+             "tag_lat": ("lat", "send")}
+kUcxTransports = {"rc_verbs": "RC", "rc_mlx5": "RC", "ud_verbs": "UD", "ud_mlx5": "UD"}
+kUcxColumns = ("iterations", "lat_p50", "lat_avg", "lat_overall", "bw_avg", "bw_overall", "mr_avg", "mr_overall")
+
+
+def _ucx_command(first: str, where: str) -> dict[str, str]:
+    """The configuration ucx_perftest does not print: its command line, the file's first line."""
+    if not first.startswith("#") or "ucx_perftest" not in first:
+        raise ImportRefused(f"{where}:1: ucx_perftest does not print what it ran: put the client's command line "
+                            f"first, as '# [UCX_TLS=...] ucx_perftest -t TEST -x TRANSPORT -s SIZE ...'")
+    words = shlex.split(first.lstrip("#"))
+    flags: dict[str, str] = {w.split("=", 1)[0]: w.split("=", 1)[1] for w in words if "=" in w and not w.startswith("-")}
+    for i, w in enumerate(words):
+        if w.startswith("-") and len(w) == 2 and i + 1 < len(words):
+            flags[w] = words[i + 1]
+    return flags
+
+
+def parse_ucx_perftest(text: str, path: pathlib.Path, version: str) -> list[Imported]:
+    """The client's printed result (the table's Final line, or -v's CSV) under its command line."""
+    lines = text.splitlines()
+    where = str(path)
+    flags = _ucx_command(lines[0].strip() if lines else "", where)
+    test = flags.get("-t")
+    if test not in kUcxTests:
+        raise ImportRefused(f"{where}:1: -t {test!r} cannot be imported (valid: {', '.join(kUcxTests)})")
+    transport = flags.get("-x") or flags.get("UCX_TLS", "").split(",")[0]
+    if transport not in kUcxTransports:
+        raise ImportRefused(f"{where}:1: transport {transport or '(none: -x or UCX_TLS)'!r} (valid: "
+                            f"{', '.join(kUcxTransports)})")
+    sizes = flags.get("-s", "8").split(",")
+    if len(sizes) != 1 or not sizes[0].isdigit():
+        raise ImportRefused(f"{where}:1: -s {flags.get('-s')!r}: one message size (a scatter-gather list has no "
+                            f"rdmalab point)")
+    values = None
+    for n, line in enumerate(lines):
+        if line.startswith("Final:"):
+            values = line.split()[1:]
+        elif line.startswith("iterations,") and n + 1 < len(lines):
+            values = lines[n + 1].strip().split(",")
+    if values is None or len(values) != len(kUcxColumns):
+        raise ImportRefused(f"{where}: no result: neither a 'Final:' line nor -v's CSV with {len(kUcxColumns)} columns")
+    try:
+        got = dict(zip(kUcxColumns, map(float, values)))
+    except ValueError:
+        raise ImportRefused(f"{where}: the result line holds a value that is not a number: {values}") from None
+    mode, verb = kUcxTests[test]
+    size = int(sizes[0])
+    params: dict[str, Any] = {"verb": verb, "connection": kUcxTransports[transport], "size": size}
+    if mode == "tput":
+        mops = got["mr_overall"] / 1e6
+        params.update(direction="outbound", threads=1)
+        row = {"mops": mops, "gbps": mops * size * 8 / 1e3}
+    else:
+        params["lat_method"] = "pingpong"
+        row = {"lat_us_p50": got["lat_p50"], "lat_us_mean": got["lat_avg"]}
+    if not all(v > 0 for v in row.values()):
+        raise ImportRefused(f"{where}: {row} is not a positive measurement")
+    return [Imported("ucx_perftest", version, path, mode, params, row, "ib")]
+
+
 # storing -------------------------------------------------------------------------------------
 
 kParsers: dict[str, Callable[[str, pathlib.Path, str], list[Imported]]] = {
-    "perftest": parse_perftest, "qperf": parse_qperf}
+    "perftest": parse_perftest, "ucx_perftest": parse_ucx_perftest, "qperf": parse_qperf}
 kVersionCommands = {"perftest": ["dpkg-query", "-W", "-f", "${Version}", "perftest"],
+                    "ucx_perftest": ["dpkg-query", "-W", "-f", "${Version}", "ucx-utils"],
                     "qperf": ["dpkg-query", "-W", "-f", "${Version}", "qperf"]}
 
 

@@ -1,4 +1,4 @@
-"""`run_all.py import perftest|qperf`: real output of the tools, recorded on softnic
+"""`run_all.py import perftest|ucx_perftest|qperf`: real output of the tools, recorded on softnic
 (data/imported/README.md), becomes stored points that calibrate fits (`--no-run`: from them
 alone), score reads beside the fitted profile's predictions, and the report draws; a file the
 importer cannot map is refused with the field named and nothing of it is stored."""
@@ -93,6 +93,18 @@ def test_a_second_import_of_the_same_run_is_another_repeat(imported, tmp_path):
     assert "repeats: 2" in (out / "imported" / "imported-perftest-tput.yaml").read_text()
 
 
+def test_ucx_perftest_results_become_points_under_their_command_line(tmp_path):
+    out = tmp_path / "res"
+    run_all("import", "ucx_perftest", *sorted(kData.glob("ucx_perftest-*.txt")), "--backend", "softnic", "--out", out,
+            "--no-model", check=0)
+    tput = {r["point"]["params"]["verb"]: r for r in points(out, "imported-ucx_perftest-tput")}
+    (lat,) = points(out, "imported-ucx_perftest-lat")
+    assert tput["write"]["point"]["params"]["size"] == 64 and tput["write"]["headline"]["value"] == pytest.approx(7.922042)
+    assert tput["send"]["headline"]["value"] == pytest.approx(4.564879)   # from -v's CSV
+    assert lat["point"]["params"] == {"verb": "write", "connection": "RC", "size": 8, "lat_method": "pingpong"}
+    assert lat["roles"][1]["document"]["results"][0]["lat_us_p50"] == pytest.approx(0.116)
+
+
 def test_qperf_results_become_points(tmp_path):
     out = tmp_path / "res"
     run_all("import", "qperf", kData / "qperf-rc-v.txt", "--backend", "softnic", "--out", out, "--no-model", check=0)
@@ -108,10 +120,14 @@ def test_qperf_results_become_points(tmp_path):
     ("perftest", (kData / "perftest-read_bw-s32.json").read_text().replace("MsgRate", "Rate"), "MsgRate"),
     ("perftest", "not json at all\n", "expected 'key: value'"),
     ("qperf", "rc_bw:\n    bw  =  288 MB/sec\n", "msg_size is missing (run qperf with -v)"),
+    ("ucx_perftest", (kData / "ucx_perftest-put_bw.txt").read_text().split("\n", 1)[1], "put the client's command line"),
+    ("ucx_perftest", "# ucx_perftest -t put_bw -x dc_mlx5 -s 64\nFinal: 1 1 1 1 1 1 1 1\n", "transport 'dc_mlx5'"),
     ("qperf", "rc_bw:\n    msg_rate = 4.5 M/sec\n    msg_size = 64 parsecs\n", "unit 'parsecs'"),
 ])
 def test_a_file_that_cannot_be_mapped_is_refused_and_nothing_is_stored(tmp_path, tool, text, field):
-    good, bad = kData / ("perftest-read_bw-s32.json" if tool == "perftest" else "qperf-rc-v.txt"), tmp_path / "bad"
+    good = kData / {"perftest": "perftest-read_bw-s32.json", "qperf": "qperf-rc-v.txt",
+                    "ucx_perftest": "ucx_perftest-put_bw.txt"}[tool]
+    bad = tmp_path / "bad"
     bad.write_text(text)
     out = tmp_path / "res"
     r = run_all("import", tool, good, bad, "--backend", "softnic", "--out", out, check=2)
