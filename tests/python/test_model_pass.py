@@ -66,6 +66,8 @@ def test_a_run_stores_the_models_predictions_and_the_fitted_profiles_beside_its_
         assert len(list((out / "fitted" / "softnic" / "model" / exp_id / "points").glob("*.json"))) == 4
     assert "predicting 2 experiment(s) on the model for the papers' NICs" in r.stderr
     assert "the profile fitted to softnic" in r.stderr
+    page = (out / "report" / "index.html").read_text()
+    assert 'How well the model knows this NIC (softnic)' in page and 'class="score" data-backend="softnic"' in page
     svg = (out / "report" / "figures" / "softnic--herd14-lat.svg").read_text()
     for kind in ("measured", "predicted", "fitted", "paper"):
         assert f'id="rdl-{kind}-' in svg, kind
