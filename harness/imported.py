@@ -1,4 +1,4 @@
-"""`run_all.py import perftest|ucx_perftest|qperf FILE...`: the numbers users already have become stored points.
+"""`run_all.py import perftest|ucx_perftest|qperf FILE...`: results users already have, as stored points.
 
 A result of another tool is parsed into the configuration it ran (rdmalab's parameter names: a
 mode, verb, connection, size, window, CQ moderation, QPs, post list, inline size, link) and what
@@ -7,7 +7,9 @@ says `imported_from` (the tool, its version, the file and its sha256). Where the
 exactly one of the calibration suite's points (experiments/calibrate/: the same parameters,
 timing aside), the point is stored as that point, one repeat per file, so that `run_all.py
 calibrate` fits it as if it had measured it (`--no-run`: from stored points alone); every
-imported point is also stored under the experiment `imported-TOOL`, which the report draws.
+imported point is also stored under the experiment `imported-TOOL-MODE` (`-roce` on a RoCE
+link), whose file this writes under OUT/imported/ with every configuration imported so far, so
+that the model predicts it like a run (score reads the fitted pass) and the report draws it.
 Anything the importer cannot map (an unknown test, a missing field, a value out of range) refuses
 the whole file with the field named, and nothing of that file is stored.
 
