@@ -191,6 +191,13 @@ rdma_cm_event* NextEvent(Socket* s, int timeout_ms);
 void PumpEvents(Socket* s);
 void MaybePumpEvents(Socket* s);  // PumpEvents, unless it ran within kEventLookIntervalNs
 
+// The socket's completion channel (non-blocking) and a CQ of `depth` on it; -1 on failure.
+int CreateCompletions(Socket* s, ibv_context* context, int depth);
+// A QP's attributes on the socket's CQ: one SGE each way, kInlineBytes inline.
+ibv_qp_init_attr SocketQpAttr(const Socket* s, ibv_qp_type type, uint32_t send_wrs, uint32_t recv_wrs);
+// One RECV of `bytes` at `at` (the socket's MR), its wr_id the slot.
+int PostSlotRecv(const Socket* s, ibv_qp* qp, uint32_t slot, const void* at, uint32_t bytes);
+
 // rsocket_stream.cc (s->mutex held)
 void Drain(Socket* s);                  // polls the CQ and acts on every completion
 bool CanSend(const Socket* s);

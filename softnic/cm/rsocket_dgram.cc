@@ -23,14 +23,8 @@ constexpr uint64_t kSendTag = 1ull << 62;  // wr_id of a send; a receive's is it
 constexpr int kPollBatch = 16;
 
 int PostDgramRecv(Socket* s, uint32_t slot) {
-  ibv_sge sge{reinterpret_cast<uintptr_t>(s->dgram->RecvSlot(s->buffer, slot)),
-              static_cast<uint32_t>(kGrhBytes + kDgramSlotBytes), s->mr->lkey};
-  ibv_recv_wr wr{};
-  wr.wr_id = slot;
-  wr.sg_list = &sge;
-  wr.num_sge = 1;
-  ibv_recv_wr* bad = nullptr;
-  return ibv_post_recv(s->dgram->qp, &wr, &bad);
+  return PostSlotRecv(s, s->dgram->qp, slot, s->dgram->RecvSlot(s->buffer, slot),
+                      static_cast<uint32_t>(kGrhBytes + kDgramSlotBytes));
 }
 
 int MoveToRts(ibv_qp* qp) {
@@ -51,21 +45,10 @@ int MoveToRts(ibv_qp* qp) {
 int SetUp(Socket* s, int device) {
   Datagram& d = *s->dgram;
   ibv_context* context = GetDevices()->contexts[static_cast<size_t>(device)];
-  s->completions = ibv_create_comp_channel(context);
-  if (s->completions == nullptr) return -1;
-  fcntl(s->completions->fd, F_SETFL, fcntl(s->completions->fd, F_GETFL) | O_NONBLOCK);
-  s->cq = ibv_create_cq(context, kDgramSendSlots + kDgramRecvSlots, s, s->completions, 0);
-  d.pd = s->cq != nullptr ? ibv_alloc_pd(context) : nullptr;
+  if (CreateCompletions(s, context, kDgramSendSlots + kDgramRecvSlots) != 0) return -1;
+  d.pd = ibv_alloc_pd(context);
   if (d.pd == nullptr) return -1;
-  ibv_qp_init_attr attr{};
-  attr.send_cq = s->cq;
-  attr.recv_cq = s->cq;
-  attr.qp_type = IBV_QPT_UD;
-  attr.cap.max_send_wr = kDgramSendSlots;
-  attr.cap.max_recv_wr = kDgramRecvSlots;
-  attr.cap.max_send_sge = 1;
-  attr.cap.max_recv_sge = 1;
-  attr.cap.max_inline_data = kInlineBytes;
+  ibv_qp_init_attr attr = SocketQpAttr(s, IBV_QPT_UD, kDgramSendSlots, kDgramRecvSlots);
   d.qp = ibv_create_qp(d.pd, &attr);
   if (d.qp == nullptr || MoveToRts(d.qp) != 0) return -1;
   s->buffer_bytes = kDgramSendSlots * kDgramSlotBytes + kDgramRecvSlots * (kGrhBytes + kDgramSlotBytes);

@@ -43,23 +43,45 @@ Socket* NewSocket(int domain, rdma_event_channel* channel) {
 
 void Publish(Socket* s) { g_sockets[s->fd].store(s, std::memory_order_release); }
 
-// The connection's CQ, QP and buffer, its receives posted; credits from the peer's info.
-int SetUpConnection(Socket* s, const ConnectInfo* peer) {
-  ibv_context* context = s->id->verbs;
+}  // namespace
+
+int CreateCompletions(Socket* s, ibv_context* context, int depth) {
   s->completions = ibv_create_comp_channel(context);
   if (s->completions == nullptr) return -1;
   fcntl(s->completions->fd, F_SETFL, fcntl(s->completions->fd, F_GETFL) | O_NONBLOCK);
-  s->cq = ibv_create_cq(context, kCqDepth, s, s->completions, 0);
-  if (s->cq == nullptr) return -1;
+  s->cq = ibv_create_cq(context, depth, s, s->completions, 0);
+  return s->cq == nullptr ? -1 : 0;
+}
+
+ibv_qp_init_attr SocketQpAttr(const Socket* s, ibv_qp_type type, uint32_t send_wrs, uint32_t recv_wrs) {
   ibv_qp_init_attr attr{};
   attr.send_cq = s->cq;
   attr.recv_cq = s->cq;
-  attr.qp_type = IBV_QPT_RC;
-  attr.cap.max_send_wr = kSqDepth;
-  attr.cap.max_recv_wr = kPostedRecvs;
+  attr.qp_type = type;
+  attr.cap.max_send_wr = send_wrs;
+  attr.cap.max_recv_wr = recv_wrs;
   attr.cap.max_send_sge = 1;
   attr.cap.max_recv_sge = 1;
   attr.cap.max_inline_data = kInlineBytes;
+  return attr;
+}
+
+int PostSlotRecv(const Socket* s, ibv_qp* qp, uint32_t slot, const void* at, uint32_t bytes) {
+  ibv_sge sge{reinterpret_cast<uintptr_t>(at), bytes, s->mr->lkey};
+  ibv_recv_wr wr{};
+  wr.wr_id = slot;
+  wr.sg_list = &sge;
+  wr.num_sge = 1;
+  ibv_recv_wr* bad = nullptr;
+  return ibv_post_recv(qp, &wr, &bad);
+}
+
+namespace {
+
+// The connection's CQ, QP and buffer, its receives posted; credits from the peer's info.
+int SetUpConnection(Socket* s, const ConnectInfo* peer) {
+  if (CreateCompletions(s, s->id->verbs, kCqDepth) != 0) return -1;
+  ibv_qp_init_attr attr = SocketQpAttr(s, IBV_QPT_RC, kSqDepth, kPostedRecvs);
   if (rdma_create_qp(s->id, s->id->pd, &attr) != 0) return -1;
   s->buffer_bytes = (kSendSlots + kPostedRecvs) * kSlotBytes;
   void* buffer = mmap(nullptr, s->buffer_bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);

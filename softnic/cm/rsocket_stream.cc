@@ -243,13 +243,7 @@ ssize_t RecvBytes(int socket, const iovec* iov, int iovcnt, int flags, sockaddr_
 }  // namespace
 
 int PostRecv(Socket* s, uint32_t slot) {
-  ibv_sge sge{reinterpret_cast<uintptr_t>(s->RecvSlot(slot)), static_cast<uint32_t>(kSlotBytes), s->mr->lkey};
-  ibv_recv_wr wr{};
-  wr.wr_id = slot;
-  wr.sg_list = &sge;
-  wr.num_sge = 1;
-  ibv_recv_wr* bad = nullptr;
-  return ibv_post_recv(s->id->qp, &wr, &bad);
+  return PostSlotRecv(s, s->id->qp, slot, s->RecvSlot(slot), static_cast<uint32_t>(kSlotBytes));
 }
 
 int SendControl(Socket* s, Kind kind, const void* payload, uint32_t length) {
