@@ -121,10 +121,13 @@ def stale_predictions(fitted: Store, profile: dict[str, Any], experiments: list[
     return None
 
 
-def run_hosts(store: Store, backend: str) -> set[tuple[str, str]]:
-    """(host, kernel) of the coordinator of every point stored for `backend`."""
-    return {(c.get("host", "?"), c.get("kernel", "?")) for r in store.points(backend)
-            if "imported_from" not in r["provenance"] for c in [r["provenance"].get("coordinator") or {}]}
+def run_hosts(store: Store, backend: str) -> tuple[set[tuple[str, str]], set[Any]]:
+    """(host, kernel) pairs and core counts of the coordinators of the points stored for
+    `backend` (imported points say nothing of where they ran), in one read of the store."""
+    coordinators = [r["provenance"].get("coordinator") or {} for r in store.points(backend)
+                    if "imported_from" not in r["provenance"]]
+    return ({(c.get("host", "?"), c.get("kernel", "?")) for c in coordinators},
+            {c["cores"] for c in coordinators if c.get("cores") is not None})
 
 
 def host_warnings(profile: dict[str, Any], hosts: set[tuple[str, str]], cores: set[Any]) -> list[str]:
@@ -188,10 +191,8 @@ def score(root: pathlib.Path, backend: str, against: Optional[pathlib.Path] = No
         doc["against"] = {"results": str(against), **summary(floor_pooled),
                           "rank_agreement": statistics.median(floor_rhos) if floor_rhos else None}
     prof = _profile(backend)
-    cores = {c.get("cores") for r in store.points(backend) for c in [r["provenance"].get("coordinator") or {}]
-             if c.get("cores") is not None}
     doc["profile"] = {"name": prof.get("name"), "provenance": prof.get("provenance") or {}}
-    doc["warnings"] = host_warnings(prof, run_hosts(store, backend), cores) if prof else [
+    doc["warnings"] = host_warnings(prof, *run_hosts(store, backend)) if prof else [
         f"no fitted profile found for {backend}'s predictions"]
     if prof and (stale := stale_predictions(fitted, prof, [e["experiment"] for e in experiments])):
         doc["warnings"].append(stale)
