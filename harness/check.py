@@ -90,8 +90,8 @@ def predict(model: pathlib.Path, point: dict[str, Any], profile: str) -> dict[st
 
 def verdict(m: Measured, row: dict[str, Any], band: Optional[float]) -> dict[str, Any]:
     metric = "lat_us_p50" if m.is_latency else "mops"
-    predicted = row.get(metric) if m.is_latency else row.get("mops")
-    if m.is_latency and predicted is None:
+    predicted = row.get(metric)
+    if predicted is None and m.is_latency:  # a prediction without a median latency gives its mean
         predicted = row.get("lat_us_mean")
     tol = band if band is not None else max(kAutoFloor, kAutoSpreads * m.spread)
     worse = m.best / predicted - 1 if m.is_latency else predicted / m.best - 1   # > 0: the NIC falls short
