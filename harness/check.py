@@ -64,7 +64,7 @@ def parser(root: pathlib.Path) -> argparse.ArgumentParser:
                    help="a calibration experiment to check (calibrate-tput, calibrate-lat, ...; repeatable; "
                         "default: all of them)")
     p.add_argument("--tolerance", type=tolerance, default=None, metavar="auto|PCT",
-                   help=f"auto (default): the larger of {kAutoFloor:.0%} and {kAutoSpreads:g} x the point's spread "
+                   help=f"auto (default): the larger of {kAutoFloor * 100:.0f}%% and {kAutoSpreads:g} x the point's spread "
                         "over its repeats; or a fixed percentage")
     p.add_argument("--no-run", action="store_true", help="compare the points stored in --out, measure nothing")
     p.add_argument("--out", default=str(root / "results" / "check"), help="results directory (default: results/check)")

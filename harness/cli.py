@@ -69,8 +69,8 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--bin-dir", default=str(kRoot / "build" / "bin"), help="where the binaries are (default build/bin)")
     p.add_argument("--model-bin", help="rdmalab-model executable (default BIN_DIR/rdmalab-model)")
     p.add_argument("--profile",
-                   help="model backend: NIC profile (default: the experiment's model_params.profile, else cx3; "
-                        "a point's 'profile' parameter wins)")
+                   help="model backend: NIC profile (default: the experiment's paper_testbed.profile, then its "
+                        "model_params.profile, else cx3; a point's 'profile' parameter wins)")
     p.add_argument("--experiments-dir", default=str(kRoot / "experiments"), help="where ids and suites are looked up")
     return p
 
