@@ -149,8 +149,24 @@ bool FabricOptionsFromEnvironment(FabricOptions* options, std::string* error) {
   return true;
 }
 
-std::string FabricDirectory(const std::string& name) {
-  return "/dev/shm/softnic-" + std::to_string(getuid()) + "-" + name;
+namespace {
+std::string FabricDirectoryPrefix() { return "softnic-" + std::to_string(getuid()) + "-"; }
+}  // namespace
+
+std::string FabricDirectory(const std::string& name) { return "/dev/shm/" + FabricDirectoryPrefix() + name; }
+
+std::vector<std::string> ListFabrics() {
+  std::vector<std::string> names;
+  DIR* shm = opendir("/dev/shm");
+  if (shm == nullptr) return names;
+  const std::string prefix = FabricDirectoryPrefix();
+  while (const dirent* entry = readdir(shm)) {
+    std::string entry_name = entry->d_name;
+    if (entry->d_type == DT_DIR && entry_name.starts_with(prefix)) names.push_back(entry_name.substr(prefix.size()));
+  }
+  closedir(shm);
+  std::sort(names.begin(), names.end());
+  return names;
 }
 
 Fabric::~Fabric() {

@@ -9,6 +9,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "softnic/fabric/layout.h"
 
@@ -30,6 +31,8 @@ bool ValidateFabricName(const std::string& name, std::string* error);
 bool ParseLinkLayer(const std::string& text, LinkLayer* link, std::string* error);
 const char* LinkLayerName(LinkLayer link);
 std::string FabricDirectory(const std::string& name);
+// The names of this user's fabrics (their directories in /dev/shm), sorted.
+std::vector<std::string> ListFabrics();
 // Device `index`'s IPv4 address on fabric `name`, host byte order: 10.55.<hash of the
 // name>.<index + 1> for the first kDevicesPerSubnet devices, then the next /24 up
 // (10.55.<hash + 1>.1, ...): host numbers stay in 1..254. A RoCE fabric's GIDs are its

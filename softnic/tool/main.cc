@@ -38,7 +38,8 @@ constexpr const char* kUsage = R"(usage: softnic COMMAND [OPTIONS]
         asked for
   fabric create [--fabric F] [--devices N] [--link ib|roce]
   fabric show   [--fabric F] [--json]      devices, addresses, processes, view, counters
-  fabric rm     [--fabric F]
+  fabric list                              this user's fabrics, a name a line
+  fabric rm     [--fabric F | --prefix P]  P: every fabric whose name starts with P
   faults set    [--fabric F] [--device softnicN] [--drop P] [--delay-us U] [--down|--up]
         P is a probability in [0, 1] for UC/UD messages; without --device: every device
   faults clear  [--fabric F]
@@ -339,7 +340,7 @@ int Run(int argc, char** argv) {
 }
 
 int FabricCommand(int argc, char** argv) {
-  if (argc < 3) Fail("fabric: give create, show or rm");
+  if (argc < 3) Fail("fabric: give create, show, list or rm");
   std::string action = argv[2];
   if (action == "create") {
     FabricOptions fabric_options = FabricOptionsFrom(Parse(argc, argv, 3, {"--fabric", "--devices", "--link"}, {}));
@@ -365,14 +366,31 @@ int FabricCommand(int argc, char** argv) {
     }
     return 0;
   }
-  if (action == "rm") {
-    FabricOptions fabric_options = FabricOptionsFrom(Parse(argc, argv, 3, {"--fabric"}, {}));
-    std::string error;
-    if (!RemoveFabric(fabric_options.name, &error)) Fail(error);
-    std::printf("removed fabric %s\n", fabric_options.name.c_str());
+  if (action == "list") {
+    Parse(argc, argv, 3, {}, {});
+    for (const std::string& name : ListFabrics()) std::printf("%s\n", name.c_str());
     return 0;
   }
-  Fail("fabric: unknown action '" + action + "'; valid: create, show, rm");
+  if (action == "rm") {
+    Options options = Parse(argc, argv, 3, {"--fabric", "--prefix"}, {});
+    std::vector<std::string> names;
+    if (auto prefix = options.values.find("--prefix"); prefix != options.values.end()) {
+      if (options.values.count("--fabric")) Fail("fabric rm: give --fabric or --prefix, not both");
+      if (prefix->second.empty()) Fail("fabric rm: --prefix '' would remove every fabric; name a prefix");
+      for (const std::string& name : ListFabrics()) {
+        if (name.starts_with(prefix->second)) names.push_back(name);
+      }
+    } else {
+      names.push_back(FabricOptionsFrom(options).name);
+    }
+    for (const std::string& name : names) {
+      std::string error;
+      if (!RemoveFabric(name, &error)) Fail(error);
+      std::printf("removed fabric %s\n", name.c_str());
+    }
+    return 0;
+  }
+  Fail("fabric: unknown action '" + action + "'; valid: create, show, list, rm");
 }
 
 int FaultsCommand(int argc, char** argv) {

@@ -25,12 +25,11 @@ from pathlib import Path
 
 import pytest
 
-REPO = Path(__file__).resolve().parents[2]
-LIB_DIR = Path(os.environ.get("SOFTNIC_LIBRARY_DIR", REPO / "build/lib/softnic"))
-CLI = Path(os.environ.get("SOFTNIC_CLI", REPO / "build/bin/softnic"))
+from softnic_env import REPO, LIB_DIR, CLI
+
 os.environ.setdefault("SOFTNIC_CLI", str(CLI))  # benchrun's softnic
 sys.path.insert(0, str(REPO / "tests/kv"))
-import kvrun  # noqa: E402
+import kvrun
 
 MAX_DEVICES = 256
 # What a 256-device fabric may hold in tmpfs after two runs and a `fabric show`: its few

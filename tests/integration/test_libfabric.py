@@ -34,18 +34,14 @@ import os
 import re
 import shutil
 import subprocess
-import sys
-from pathlib import Path
 
 import pytest
 
-REPO = Path(__file__).resolve().parents[2]
-CLI = Path(os.environ.get("SOFTNIC_CLI", REPO / "build/bin/softnic"))
+from softnic_env import CLI, LINKS
+import pairrun
+import run_as
+
 FI_PINGPONG = os.environ.get("FI_PINGPONG") or shutil.which("fi_pingpong")
-LINKS = [s for s in os.environ.get("SOFTNIC_TEST_LINKS", "ib,roce").split(",") if s]
-sys.path.insert(0, os.environ.get("RDMALAB_PEERS_DIR", str(REPO / "benchmarks/peers")))
-import pairrun  # noqa: E402
-import run_as  # noqa: E402
 
 PAIR_TIMEOUT_S = 60.0
 ITERATIONS = "100"

@@ -16,17 +16,15 @@ import itertools
 import os
 import shutil
 import subprocess
-import sys
 import tempfile
 from pathlib import Path
 
 import pytest
 
-REPO = Path(__file__).resolve().parents[2]
-CLI = Path(os.environ.get("SOFTNIC_CLI", REPO / "build/bin/softnic"))
-sys.path.insert(0, os.environ.get("RDMALAB_PEERS_DIR", str(REPO / "benchmarks/peers")))
-import mpi_runs  # noqa: E402
-import run_as  # noqa: E402
+from softnic_env import CLI
+import mpi_runs
+import run_as
+
 
 RUN_TIMEOUT_S = 180.0
 MIN_BYTES, MAX_BYTES, CHECK = 256, 1 << 20, 3

@@ -19,20 +19,17 @@ import json
 import os
 import shutil
 import subprocess
-import sys
 import tempfile
 import uuid
 from pathlib import Path
 
 import pytest
 
-REPO = Path(__file__).resolve().parents[2]
-CLI = Path(os.environ.get("SOFTNIC_CLI", REPO / "build/bin/softnic"))
+from softnic_env import REPO, CLI, LINKS
+import run_as
+
 MPICC = os.environ.get("MPICC") or shutil.which("mpicc")
 MPIRUN = os.environ.get("MPIRUN") or shutil.which("mpirun")
-LINKS = [s for s in os.environ.get("SOFTNIC_TEST_LINKS", "ib,roce").split(",") if s]
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-import run_as  # noqa: E402
 
 RUN_TIMEOUT_S = 120
 ROUND_TRIPS = 2000

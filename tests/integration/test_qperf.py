@@ -29,20 +29,16 @@ import re
 import shutil
 import signal
 import subprocess
-import sys
 import tempfile
 import time
-from pathlib import Path
 
 import pytest
 
-REPO = Path(__file__).resolve().parents[2]
-CLI = Path(os.environ.get("SOFTNIC_CLI", REPO / "build/bin/softnic"))
+from softnic_env import CLI, LINKS
+import pairrun
+
 QPERF = os.environ.get("QPERF") or shutil.which("qperf")
-LINKS = [s for s in os.environ.get("SOFTNIC_TEST_LINKS", "ib,roce").split(",") if s]
 RUNS = int(os.environ.get("QPERF_RUNS", "1"))
-sys.path.insert(0, os.environ.get("RDMALAB_PEERS_DIR", str(REPO / "benchmarks/peers")))
-import pairrun  # noqa: E402
 
 TEST_TIME_S = "1"
 PAIR_TIMEOUT_S = 30.0

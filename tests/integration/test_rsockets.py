@@ -27,20 +27,16 @@ import json
 import os
 import shutil
 import subprocess
-import sys
 import tempfile
 import time
 from pathlib import Path
 
 import pytest
 
-REPO = Path(__file__).resolve().parents[2]
-LIB_DIR = Path(os.environ.get("SOFTNIC_LIBRARY_DIR", REPO / "build/lib/softnic"))
-CLI = Path(os.environ.get("SOFTNIC_CLI", REPO / "build/bin/softnic"))
+from softnic_env import LIB_DIR, CLI, LINKS
+import run_as
+
 RSPRELOAD = Path(os.environ.get("RSPRELOAD", "/usr/lib/x86_64-linux-gnu/rsocket/librspreload.so"))
-LINKS = [s for s in os.environ.get("SOFTNIC_TEST_LINKS", "ib,roce").split(",") if s]
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-import run_as  # noqa: E402
 
 PAIR_TIMEOUT_S = 120.0
 RCOPY_BYTES = 3 * 1024 * 1024 + 12345  # not a multiple of any buffer size

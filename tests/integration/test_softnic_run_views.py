@@ -30,11 +30,10 @@ from pathlib import Path
 
 import pytest
 
-REPO = Path(__file__).resolve().parents[2]
-CLI = Path(os.environ.get("SOFTNIC_CLI", REPO / "build/bin/softnic"))
-sys.path.insert(0, os.environ.get("RDMALAB_PEERS_DIR", str(REPO / "benchmarks/peers")))
-import pairrun  # noqa: E402
-import run_as  # noqa: E402
+from softnic_env import CLI
+import pairrun
+import run_as
+
 
 TIMEOUT_S = 30.0
 DEVICES = 3

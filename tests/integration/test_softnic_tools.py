@@ -23,20 +23,15 @@ import dataclasses
 import itertools
 import os
 import re
-import sys
 import warnings
 from pathlib import Path
 
 import pytest
 
-REPO = Path(__file__).resolve().parents[2]
-LIB_DIR = Path(os.environ.get("SOFTNIC_LIBRARY_DIR", REPO / "build/lib/softnic"))
-CLI = Path(os.environ.get("SOFTNIC_CLI", REPO / "build/bin/softnic"))
+from softnic_env import LIB_DIR, CLI, PERFTEST_DIR, LINKS, fabric_env
+import pairrun
+
 UTILS_DIR = Path(os.environ.get("IBVERBS_UTILS_DIR", "/usr/bin"))
-PERFTEST_DIR = Path(os.environ.get("PERFTEST_DIR", "/usr/bin"))
-LINKS = [s for s in os.environ.get("SOFTNIC_TEST_LINKS", "ib,roce").split(",") if s]
-sys.path.insert(0, os.environ.get("RDMALAB_PEERS_DIR", str(REPO / "benchmarks/peers")))
-import pairrun  # noqa: E402
 
 PAIR_TIMEOUT_S = 60.0
 SINGLE_TIMEOUT_S = 30.0
@@ -53,12 +48,7 @@ class Fabric:
     link: str
 
     def env(self) -> dict[str, str]:
-        env = dict(os.environ)
-        env["LD_LIBRARY_PATH"] = str(LIB_DIR) + (":" + env["LD_LIBRARY_PATH"] if env.get("LD_LIBRARY_PATH") else "")
-        env["SOFTNIC_FABRIC"] = self.name
-        env["SOFTNIC_LINK"] = self.link
-        env["SOFTNIC_DEVICES"] = "2"
-        return env
+        return fabric_env(self.name, self.link)
 
 
 @pytest.fixture(scope="session", autouse=True)

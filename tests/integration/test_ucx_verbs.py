@@ -19,17 +19,15 @@ import itertools
 import os
 import re
 import shutil
-import sys
 from pathlib import Path
 
 import pytest
 
-REPO = Path(__file__).resolve().parents[2]
-CLI = Path(os.environ.get("SOFTNIC_CLI", REPO / "build/bin/softnic"))
+from softnic_env import CLI
+import pairrun
+import run_as
+
 UCX_PERFTEST = os.environ.get("UCX_PERFTEST") or shutil.which("ucx_perftest")
-sys.path.insert(0, os.environ.get("RDMALAB_PEERS_DIR", str(REPO / "benchmarks/peers")))
-import pairrun  # noqa: E402
-import run_as  # noqa: E402
 
 PAIR_TIMEOUT_S = 90.0
 ITERS = "2000"

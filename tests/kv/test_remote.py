@@ -138,7 +138,7 @@ def test_drtm_lock_contention_is_retried_a_bounded_number_of_times_and_counted()
     assert cas_per_put <= 2 + 2, "a PUT makes at most 1 + --lock-retries lock CASes and 1 unlock"
 
 
-def lone_client(system: str, port: int, timeout_s: int = 5) -> benchrun.Role:
+def lone_client(system: str, port: int, timeout_s: int = 1) -> benchrun.Role:
     fabric = f"kv-alone-{uuid.uuid4().hex[:10]}"
     argv = [str(KV), "client", "--system", system, "-p", str(port), "-d", "softnic1", "--timeout", str(timeout_s),
             "127.0.0.1"]
