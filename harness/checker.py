@@ -11,22 +11,13 @@ from .yamlloc import ConfigError, LocDict, LocList
 kNamePattern = re.compile(r"^[a-z][a-z0-9_]*$")
 
 
+# bool before int: a bool is an int to isinstance.
+kTypeNames = ((bool, "boolean"), (int, "integer"), (float, "number"), (str, "string"), (list, "list"),
+              (dict, "mapping"), (type(None), "null"))
+
+
 def type_name(value: Any) -> str:
-    if isinstance(value, bool):
-        return "boolean"
-    if isinstance(value, int):
-        return "integer"
-    if isinstance(value, float):
-        return "number"
-    if isinstance(value, str):
-        return "string"
-    if isinstance(value, list):
-        return "list"
-    if isinstance(value, dict):
-        return "mapping"
-    if value is None:
-        return "null"
-    return type(value).__name__
+    return next((name for kind, name in kTypeNames if isinstance(value, kind)), type(value).__name__)
 
 
 class Checker:

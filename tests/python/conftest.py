@@ -60,6 +60,19 @@ def hang_experiment(exp_dir, pids):
         """)
 
 
+def pair_experiment(exp_dir, pids, title, timeout_s):
+    """Two points (size 8 and 64), a server and a client each, every process's pid in `pids`."""
+    return write_experiment(exp_dir, "pair", f"""
+        title: {title}
+        mode: lat
+        roles: {{server: {{}}, client: {{}}}}
+        params: {{iters: 100, fake_pid_dir: {pids}}}
+        sweep: {{grid: {{size: [8, 64]}}}}
+        timeout_s: {timeout_s}
+        plot: {{x: size, y: mops}}
+        """)
+
+
 def pid_alive(pid):
     try:
         with open(f"/proc/{pid}/stat") as f:

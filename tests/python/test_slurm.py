@@ -10,7 +10,7 @@ import time
 
 import pytest
 
-from conftest import alive_pids, assert_no_orphans, hang_experiment, kRoot, run_all, write_experiment
+from conftest import alive_pids, assert_no_orphans, hang_experiment, kRoot, pair_experiment, run_all
 
 kDaemons = ("/usr/sbin/munged", "/usr/sbin/slurmctld", "/usr/sbin/slurmd")
 kReadyTimeoutS = 30
@@ -129,15 +129,7 @@ def test_two_roles_through_srun(slurm, tmp_path, exp_dir):
     d, conf, node = slurm
     pids = tmp_path / "pids"
     pids.mkdir()
-    exp = write_experiment(exp_dir, "pair", f"""
-        title: server and client as slurm job steps
-        mode: lat
-        roles: {{server: {{}}, client: {{}}}}
-        params: {{iters: 100, fake_pid_dir: {pids}}}
-        sweep: {{grid: {{size: [8, 64]}}}}
-        timeout_s: 30
-        plot: {{x: size, y: mops}}
-        """)
+    exp = pair_experiment(exp_dir, pids, "server and client as slurm job steps", 30)
     out = tmp_path / "res"
     run_slurm(conf, exp, "--cluster", inventory(d, node), "--out", out, "--no-report", check=0)
     recs = [json.loads(p.read_text()) for p in (out / "softnic" / "pair" / "points").glob("*.json")]

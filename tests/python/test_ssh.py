@@ -10,7 +10,7 @@ import time
 
 import pytest
 
-from conftest import assert_no_orphans, hang_experiment, kRoot, run_all, write_experiment
+from conftest import assert_no_orphans, hang_experiment, kRoot, pair_experiment, run_all
 from harness.inventory import Host
 from harness.launch_local import NetnsLauncher
 
@@ -89,15 +89,7 @@ def test_two_node_experiment_over_ssh_matches_local_schema(ssh_hosts, tmp_path, 
     d, net, hosts = ssh_hosts
     pids = tmp_path / "pids"
     pids.mkdir()
-    exp = write_experiment(exp_dir, "pair", f"""
-        title: one server, one client, over ssh
-        mode: lat
-        roles: {{server: {{}}, client: {{}}}}
-        params: {{iters: 100, fake_pid_dir: {pids}}}
-        sweep: {{grid: {{size: [8, 64]}}}}
-        timeout_s: 20
-        plot: {{x: size, y: mops}}
-        """)
+    exp = pair_experiment(exp_dir, pids, "one server, one client, over ssh", 20)
     remote, local = tmp_path / "remote", tmp_path / "local"
     run_all(exp, "--cluster", inventory(d, net, hosts), "--out", remote, "--no-report", check=0)
     run_all(exp, "--out", local, "--no-report", check=0)
