@@ -29,6 +29,12 @@ from .search import Search
 from .space import Space
 
 kPersistingSeverity = 0.5   # a moved design shows the same anomaly while this share of its severity (log) remains
+# A ratio is anomalous past ratio_threshold and past kSpreadSigmas of the run's own spread: on a
+# shared host, or against a model that misses some shapes by 2x, the departures every design
+# shows are not findings. kMadToSigma turns a median absolute deviation into a standard deviation.
+kSpreadSigmas = 3.0
+kMadToSigma = 1.4826
+kClipRounds = 5
 
 
 @dataclasses.dataclass
@@ -59,11 +65,36 @@ class Anomaly:
     steps: list[dict[str, Any]] = dataclasses.field(default_factory=list)
     shrunk: str = "no"                   # yes | partly (budget or deadline) | no
     file: Optional[str] = None
+    also: list[dict[str, Any]] = dataclasses.field(default_factory=list)   # anomalous designs of the same cause
+
+    def worse(self, maximize: bool) -> bool:
+        """Whether the design does worse than the model says (a collapse always does)."""
+        return self.kind != "ratio" or (self.found["ratio"] < self.found["typical_ratio"]) == maximize
+
+
+def ratio_spread(observations: list[Observation]) -> tuple[Optional[float], float]:
+    """The typical measured/predicted ratio and the spread (log, a robust standard deviation) of
+    the ratios around it, over the designs that are not outliers themselves: the median and
+    the median absolute deviation, recomputed without the ratios past kSpreadSigmas of them
+    until none is left out. A fault region's designs (explore measures many of them once it
+    finds one) would otherwise widen the spread that judges them."""
+    logs = sorted(math.log(o.ratio) for o in observations if o.ratio is not None)
+    if not logs:
+        return None, 0.0
+    kept = logs
+    for _ in range(kClipRounds):
+        center = statistics.median(kept)
+        sigma = kMadToSigma * statistics.median(abs(x - center) for x in kept)
+        inside = [x for x in kept if abs(x - center) <= kSpreadSigmas * sigma] if sigma > 0 else kept
+        if len(inside) == len(kept) or len(inside) < 3:
+            break
+        kept = inside
+    center = statistics.median(kept)
+    return math.exp(center), kMadToSigma * statistics.median(abs(x - center) for x in kept)
 
 
 def typical_ratio(observations: list[Observation]) -> Optional[float]:
-    logs = [math.log(o.ratio) for o in observations if o.ratio is not None]
-    return math.exp(statistics.median(logs)) if logs else None
+    return ratio_spread(observations)[0]
 
 
 class Finder:
@@ -72,6 +103,13 @@ class Finder:
         self.planted_fault = planted_fault   # SOFTNIC_PLANTED_FAULT of the run: its files say so
         self.threshold = float(space.anomalies["ratio_threshold"])
         self.collapse = float(space.anomalies["collapse"])
+        self.limit = math.log(1 + self.threshold)     # log distance past which a ratio is anomalous
+        self.collapse_limit = math.log(1 / self.collapse) if self.collapse > 0 else math.inf
+
+    def set_spread(self, sigma: float) -> None:
+        """Departures within kSpreadSigmas of the run's spread are not anomalies."""
+        self.limit = max(math.log(1 + self.threshold), kSpreadSigmas * sigma)
+        self.collapse_limit = max(math.log(1 / self.collapse) if self.collapse > 0 else math.inf, self.limit)
 
     def observe(self, designs: list[dict[str, Any]], run: bool = True) -> list[Observation]:
         """Measures (with run, as budget and deadline allow) and predicts the designs; those with a stored point."""
@@ -86,12 +124,12 @@ class Finder:
                                    stored[0]["point"]["id"]))
         return out
 
-    def _off(self, ratio: Optional[float], typical: float) -> float:
+    def off(self, ratio: Optional[float], typical: float) -> float:
         """Signed log distance of a ratio from the typical one; 0 within the threshold."""
         if ratio is None:
             return 0.0
         d = math.log(ratio / typical)
-        return d if abs(d) > math.log(1 + self.threshold) else 0.0
+        return d if abs(d) > self.limit else 0.0
 
     def _fall(self, low: Observation, high: Observation) -> Optional[float]:
         """How much worse low is than high, measured over predicted (log, > 0 when it collapses)."""
@@ -101,7 +139,7 @@ class Finder:
         model = (low.predicted or 0) / (high.predicted or 1)
         if not self.space.objective.maximize:
             measured, model = 1 / measured, (1 / model if model else 0)
-        if measured < self.collapse and model > 0 and measured / model < self.collapse:
+        if measured < self.collapse and model > 0 and math.log(model / measured) > self.collapse_limit:
             return math.log(model / measured)
         return None
 
@@ -110,7 +148,7 @@ class Finder:
         if typical is None:
             return found
         for o in observations:
-            off = self._off(o.ratio, typical)
+            off = self.off(o.ratio, typical)
             if off:
                 found.append(Anomaly("ratio", o.design, None, None, abs(off),
                                      {"measured": o.measured, "predicted": o.predicted, "ratio": o.ratio,
@@ -138,7 +176,7 @@ class Finder:
             return None
         floor = kPersistingSeverity * a.severity
         if a.kind == "ratio":
-            off, was = self._off(obs[0].ratio, typical), math.log(a.found["ratio"] / typical)
+            off, was = self.off(obs[0].ratio, typical), math.log(a.found["ratio"] / typical)
             return bool(off) and (off > 0) == (was > 0) and abs(off) >= floor
         fall = self._fall(obs[0], obs[1])
         return fall is not None and fall >= floor
