@@ -2,7 +2,7 @@
 designs, the Pareto front and a stratified sample on the backend, find anomalies and shrink
 each to a minimal experiment. Everything lands in results/explore/<space id>/:
 
-  summary.json          rdmalab-explore/1: the search, the designs measured, the anomalies
+  summary.json          rdmalab-explore/2: the search, what matters, the designs measured, the anomalies
   scores.json           every model score (a resumed explore scores nothing twice)
   measure/<id>.yaml     the designs measured, as an experiment (the runner's input)
   <backend>/<id>/points the stored points (resume, provenance, deadlines: the normal runner)
@@ -414,10 +414,10 @@ def _anomaly_key(a: Anomaly) -> str:
 
 
 def _explains(a: Anomaly, b: Anomaly, maximize: bool) -> bool:
-    """Whether shrunk anomaly a is b too: b (its slower design, for a collapse) has a's minimal
-    values on every dimension a needs, and departs the same way."""
+    """Whether shrunk anomaly a is b too: b (its slower design, for a collapse) departs the same
+    way, and has a's minimal values on every dimension a needs or was found a's cause already."""
     return (a.minimal is not None and a.worse(maximize) == b.worse(maximize)
-            and all(b.design[d] == a.minimal[d] for d in a.kept))
+            and (all(b.design[d] == a.minimal[d] for d in a.kept) or b.design in a.also))
 
 
 def _observation_entry(search: Search, o: Observation, why: list[str]) -> dict[str, Any]:

@@ -84,8 +84,9 @@ def what_matters(space: Space, search: Search, observations: list[Observation]) 
 
 
 def span_text(dim: str, values: list[Any], every: list[Any]) -> str:
-    """dim=LO..HI when the values are a run of the dimension's own, else dim=A|B|C."""
+    """dim=LO..HI when the values are numbers and a run of the dimension's own, else dim=A|B|C."""
     idx = [every.index(v) for v in values]
-    if len(values) > 2 and idx == list(range(idx[0], idx[0] + len(idx))):
+    numbers = all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in values)
+    if numbers and len(values) > 2 and idx == list(range(idx[0], idx[0] + len(idx))):
         return f"{dim}={values[0]}..{values[-1]}"
     return f"{dim}={'|'.join(map(str, values))}"
