@@ -124,6 +124,14 @@ class Finder:
                                    stored[0]["point"]["id"]))
         return out
 
+    def again(self, design: dict[str, Any]) -> Optional[Observation]:
+        """A second measurement of a measured design (Measurer.again); None: not measured."""
+        rec = self.measurer.again(design)
+        if rec is None:
+            return None
+        predicted = self.search.evaluate([design])[0].score.metric(self.space.objective.metric)
+        return Observation(design, measured_mean(self.space, [rec]), predicted, rec["point"]["id"])
+
     def off(self, ratio: Optional[float], typical: float) -> float:
         """Signed log distance of a ratio from the typical one; 0 within the threshold."""
         if ratio is None:
@@ -131,7 +139,7 @@ class Finder:
         d = math.log(ratio / typical)
         return d if abs(d) > self.limit else 0.0
 
-    def _fall(self, low: Observation, high: Observation) -> Optional[float]:
+    def fall(self, low: Observation, high: Observation) -> Optional[float]:
         """How much worse low is than high, measured over predicted (log, > 0 when it collapses)."""
         if low.ratio is None or high.ratio is None or not high.measured or not low.measured:
             return None
@@ -160,7 +168,7 @@ class Finder:
                 for j in (i - 1, i + 1):
                     if 0 <= j < len(values):
                         q = by_design.get(repr({**o.design, dim: values[j]}))
-                        fall = self._fall(o, q) if q is not None else None
+                        fall = self.fall(o, q) if q is not None else None
                         if fall is not None:
                             found.append(Anomaly("collapse", o.design, q.design, dim, fall,
                                                  {"measured": o.measured, "predicted": o.predicted,
@@ -178,7 +186,7 @@ class Finder:
         if a.kind == "ratio":
             off, was = self.off(obs[0].ratio, typical), math.log(a.found["ratio"] / typical)
             return bool(off) and (off > 0) == (was > 0) and abs(off) >= floor
-        fall = self._fall(obs[0], obs[1])
+        fall = self.fall(obs[0], obs[1])
         return fall is not None and fall >= floor
 
     def shrink(self, a: Anomaly, typical: float) -> None:

@@ -14,7 +14,6 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
-import math
 import pathlib
 import time
 from typing import Any, Optional
@@ -31,8 +30,9 @@ from ..experiment import Experiment, kBackends
 from ..runner import RunConfig, kPlantedFaultEnv, planted_fault
 from ..store import Store, atomic_write, utc_now
 from ..yamlloc import ConfigError
-from .anomalies import Anomaly, Finder, Observation, ratio_spread
+from .anomalies import Finder, Observation
 from .choose import AnnealChooser, ModelChooser, RandomChooser, kStrategies
+from .explorer import Explorer
 from .matters import Group, collapse_ties, span_text, what_matters
 from .measure import Measurer
 from .scoring import Scorer
@@ -43,7 +43,6 @@ kSummarySchema = "rdmalab-explore/2"
 kDefaultBudgetPoints = 24
 kParetoMeasured = 6         # Pareto designs measured at most (spread along the front)
 kFirstShare = 3             # the first designs (baseline, best, front, sample) take at most 1/kFirstShare of the budget
-kBatchDesigns = 4           # designs chosen between two looks at the anomalies
 kCloudDesigns = 2000        # scored designs the report draws behind the front (spread over the ranking)
 kConfigError = 2
 kInterrupted = 130
@@ -296,7 +295,7 @@ def _measure(space: Space, search: Search, args: argparse.Namespace, bin_dir: pa
                   f"shrinking each anomaly until the budget of {args.budget_points} points is spent",
                   markup=False, highlight=False)
     why = {repr(d): w for d, w in chosen}
-    explorer = _Explorer(space, measurer, finder, chooser, why, summary, work, console, reserve)
+    explorer = Explorer(space, measurer, finder, chooser, why, summary, work, console, reserve)
     explorer.observe([d for d, _ in chosen])
     stopped = explorer.run()
     coverage = getattr(chooser, "coverage", None)
@@ -308,6 +307,8 @@ def _measure(space: Space, search: Search, args: argparse.Namespace, bin_dir: pa
     summary["anomalies"] = [dataclasses.asdict(a) for a in explorer.written]
     summary["not_shrunk"] = [{"kind": a.kind, "design": a.design, "severity": a.severity}
                              for a in explorer.unshrunk + explorer.pending()]
+    summary["unconfirmed"] = [{"kind": a.kind, "design": a.design, "severity": a.severity}
+                              for a in explorer.unconfirmed]
     all_obs = finder.observe(measurer.rows, run=False)
     summary["measured"] = [_observation_entry(search, o, why.get(repr(o.design), ["shrink"])) for o in all_obs]
     summary["what_matters"] = what_matters(space, search, all_obs)
@@ -316,108 +317,6 @@ def _measure(space: Space, search: Search, args: argparse.Namespace, bin_dir: pa
     summary["measure_file"] = str(measurer.path)
     summary["points_run"] = measurer.ran
     return kInterrupted if measurer.interrupted else 0
-
-
-class _Explorer:
-    """The measuring loop: between batches of what the chooser picks, every new anomaly (most
-    severe first) is either the same cause as one already shrunk (its design, with the other
-    dimensions at the baseline, departs the same way: one point) or shrunk to what makes it
-    (its neighbours, one dimension moved back to the baseline at a time) and written."""
-
-    def __init__(self, space: Space, measurer: Measurer, finder: Finder, chooser: Any, why: dict[str, list[str]],
-                 summary: dict[str, Any], work: pathlib.Path, console: Console, reserve: int):
-        self.space, self.measurer, self.finder, self.chooser = space, measurer, finder, chooser
-        self.why, self.summary, self.work, self.console, self.reserve = why, summary, work, console, reserve
-        self.observations: list[Observation] = []
-        self.written: list[Anomaly] = []
-        self.unshrunk: list[Anomaly] = []       # found when no point was left to shrink them
-        self.handled: set[str] = set()
-
-    def observe(self, designs: list[dict[str, Any]]) -> None:
-        self.measurer.measure(designs)
-        self.observations = self.finder.observe(self.measurer.rows, run=False)
-        typical, sigma = ratio_spread(self.observations)
-        self.finder.set_spread(sigma)
-        self.summary["typical_ratio"], self.summary["ratio_spread"] = typical, sigma
-        self.summary["ratio_limit"] = math.exp(self.finder.limit)
-
-    def pending(self) -> list[Anomaly]:
-        """The anomalies neither shrunk nor explained yet, most severe first."""
-        typical = self.summary["typical_ratio"]
-        return [a for a in self.finder.find(self.observations, typical) if _anomaly_key(a) not in self.handled
-                and not any(_explains(w, a, self.space.objective.maximize) for w in self.written)] if typical else []
-
-    def run(self) -> str:
-        while True:
-            if self.measurer.interrupted:
-                return "interrupted"
-            if self.measurer.out_of_time():
-                return "deadline"
-            if self.measurer.left() <= 0:
-                return "budget"
-            if pending := self.pending():
-                self.settle(pending[0])
-                continue
-            # The reserve waits for a late anomaly; with nothing pending at the end, it is spent too.
-            room = self.measurer.left() - self.reserve
-            if room <= 0:
-                room = self.measurer.left()
-            picks = self.chooser.next(self.observations, min(kBatchDesigns, room))
-            if not picks:
-                return "every value pair measured" if self.chooser.done() else "nothing left to choose"
-            for d, w in picks:
-                self.why.setdefault(repr(d), []).append(w)
-            before = self.measurer.ran
-            self.observe([d for d, _ in picks])
-            if self.measurer.ran == before:
-                return "budget"
-
-    def settle(self, a: Anomaly) -> None:
-        self.handled.add(_anomaly_key(a))
-        for w in self.written:
-            if self.same_cause(w, a):
-                w.also.append(a.design)
-                return
-        typical = self.summary["typical_ratio"]
-        self.finder.shrink(a, typical)
-        self.observations = self.finder.observe(self.measurer.rows, run=False)
-        if a.shrunk == "partly" and not any(s["result"].startswith("anomaly") for s in a.steps):
-            self.unshrunk.append(a)     # no step measured: budget or deadline
-            return
-        if any(_anomaly_key(w) == _anomaly_key(a) or (w.minimal, w.minimal_neighbour, w.kind) ==
-               (a.minimal, a.minimal_neighbour, a.kind) for w in self.written):
-            return
-        self.written.append(a)
-        self.finder.write(a, len(self.written), self.work / "anomalies")
-        self.console.print(f"anomaly {len(self.written)} ({a.kind}): needs "
-                           f"{', '.join(a.kept) or 'nothing beyond the baseline'} -> {a.file}",
-                           markup=False, highlight=False)
-
-    def same_cause(self, w: Anomaly, a: Anomaly) -> bool:
-        """Whether a's design, moved to the baseline in every dimension w does not need, departs
-        as w does: one point tells a region's other values (another size of the same verb) from
-        a new cause."""
-        maximize = self.space.objective.maximize
-        if w.kind != "ratio" or not w.kept or w.worse(maximize) != a.worse(maximize):
-            return False
-        projected = {**self.space.baseline, **{d: a.design[d] for d in w.kept}}
-        if not self.space.allowed(projected) or self.measurer.left() < 1:
-            return False
-        self.why.setdefault(repr(projected), []).append(f"same cause as anomaly {self.written.index(w) + 1}?")
-        obs = self.finder.observe([projected])
-        off = self.finder.off(obs[0].ratio, self.summary["typical_ratio"]) if obs else 0.0
-        return bool(off) and (off < 0) == maximize
-
-
-def _anomaly_key(a: Anomaly) -> str:
-    return repr((a.kind, a.design, a.neighbour))
-
-
-def _explains(a: Anomaly, b: Anomaly, maximize: bool) -> bool:
-    """Whether shrunk anomaly a is b too: b (its slower design, for a collapse) departs the same
-    way, and has a's minimal values on every dimension a needs or was found a's cause already."""
-    return (a.minimal is not None and a.worse(maximize) == b.worse(maximize)
-            and (all(b.design[d] == a.minimal[d] for d in a.kept) or b.design in a.also))
 
 
 def _observation_entry(search: Search, o: Observation, why: list[str]) -> dict[str, Any]:

@@ -12,7 +12,7 @@ from .search import Scored, Search, ranked
 from .space import Space
 
 kTieShare = 0.01            # designs this close on the model are tied
-kTieScan = 20               # ranked designs looked at per group asked for
+kTieScan = 100              # ranked designs looked at per group asked for (a tie can hold many)
 
 
 @dataclasses.dataclass

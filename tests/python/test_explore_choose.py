@@ -8,8 +8,8 @@ import random
 import pytest
 
 from harness.explore.anomalies import Finder, Observation, ratio_spread
-from harness.explore.choose import Coverage, ModelChooser, RandomChooser, valid_designs
-from harness.explore.command import _Explorer
+from harness.explore.choose import ModelChooser, RandomChooser, valid_designs
+from harness.explore.explorer import Explorer
 from harness.explore.matters import collapse_ties, span_text, what_matters
 from harness.explore.recall import draw_fault, judge
 from harness.explore.search import Search
@@ -72,6 +72,12 @@ class Budget:
     def out_of_time(self):
         return False
 
+    def spend(self):
+        if self.left() <= 0:
+            return False
+        self.ran += 1
+        return True
+
     def measure(self, designs):
         for d in designs:
             if d not in self.rows and self.left() > 0:
@@ -89,8 +95,9 @@ def test_an_anomaly_of_a_shrunk_cause_takes_one_point(tmp_path):
     finder = Finder(space, None, budget)
     finder.observe = lambda designs, run=True: [Observation(d, rule(d), 10.0, repr(d)) for d in designs
                                                 if (budget.measure([d]) if run else None) or d in budget.rows]
+    finder.again = lambda d: Observation(d, rule(d), 10.0, "again") if budget.spend() else None
     summary = {"typical_ratio": None}
-    explorer = _Explorer(space, budget, finder, None, {}, summary, tmp_path, console_stub(), 3)
+    explorer = Explorer(space, budget, finder, None, {}, summary, tmp_path, console_stub(), 3)
     explorer.observe([space.baseline, {"design": "herd-rpc", "threads": 2, "tx_depth": 4},
                       {"design": "herd-rpc-batch", "threads": 8, "tx_depth": 1},
                       {"design": "atomics", "threads": 4, "tx_depth": 16}, {"design": "atomics", "threads": 8,
@@ -103,7 +110,24 @@ def test_an_anomaly_of_a_shrunk_cause_takes_one_point(tmp_path):
     assert second.design["threads"] != explorer.written[0].minimal["threads"]
     explorer.settle(second)
     assert budget.ran == ran + 1 and len(explorer.written) == 1 and explorer.written[0].also == [second.design]
+    assert explorer.unconfirmed == []
     assert explorer.pending() == []
+
+
+def test_an_anomaly_a_second_measurement_does_not_show_is_not_shrunk(tmp_path):
+    """A design measured 20x slow once (the host was busy) and at the typical rate again."""
+    space = parse(write_space(tmp_path, "small", kSmallSpace))
+    budget = Budget(30)
+    fluke = {"design": "atomics", "threads": 4, "tx_depth": 16}
+    finder = Finder(space, None, budget)
+    finder.observe = lambda designs, run=True: [Observation(d, 0.5 if d == fluke else 10.0, 10.0, repr(d))
+                                                for d in designs if (budget.measure([d]) if run else None)
+                                                or d in budget.rows]
+    finder.again = lambda d: Observation(d, 10.0, 10.0, "again") if budget.spend() else None
+    explorer = Explorer(space, budget, finder, None, {}, {"typical_ratio": None}, tmp_path, console_stub(), 3)
+    explorer.observe([space.baseline, {"design": "herd-rpc", "threads": 2, "tx_depth": 4}, fluke])
+    explorer.settle(explorer.pending()[0])
+    assert [a.design for a in explorer.unconfirmed] == [fluke] and explorer.written == [] and budget.ran == 4
 
 
 def console_stub():
