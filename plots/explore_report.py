@@ -169,10 +169,15 @@ def _anomalies(summary: dict[str, Any], report_dir: pathlib.Path) -> str:
     found = summary.get("anomalies") or []
     if summary.get("backend") is None:
         return "<p class=\"muted\">model only: anomalies need measured designs</p>"
+    limit = (f"a ratio more than {_num(summary['ratio_limit'])}x off the typical one either way"
+             if summary.get("ratio_limit") else "")
+    others = "".join(f"<p class=\"muted\">{what}: " + "; ".join(_esc(_design(x["design"])) for x in xs) + "</p>"
+                     for what, xs in (("found with no point left to shrink them", summary.get("not_shrunk") or []),
+                                      ("not seen again when measured a second time (not reported)",
+                                       summary.get("unconfirmed") or [])) if xs)
     if not found:
-        return ("<p>no anomaly: every measured design is within the threshold of the typical ratio, and none "
-                "collapses against a measured neighbour</p>")
-    out = ""
+        return (f"<p>no anomaly ({_esc(limit)}, or a collapse against a measured neighbour)</p>{others}")
+    out = f"<p>anomalous: {_esc(limit)}, or a collapse against a measured neighbour</p>{others}"
     for i, a in enumerate(found, 1):
         path = pathlib.Path(a["file"]) if a.get("file") else None
         text = path.read_text() if path is not None and path.is_file() else "(file missing)"
@@ -180,7 +185,8 @@ def _anomalies(summary: dict[str, Any], report_dir: pathlib.Path) -> str:
         steps = _table(["dimension", "to", "result"], [[_esc(s["dimension"]), _esc(s["to"]), _esc(s["result"])]
                                                        for s in a.get("steps") or []])
         found_text = ", ".join(f"{k}={_num(v) if isinstance(v, float) else _esc(v)}" for k, v in a["found"].items())
-        out += (f"<h3>anomaly {i}: {_esc(a['kind'])}</h3><p>found at {_esc(_design(a['design']))}: {found_text}</p>"
+        also = (f"<p>the same cause at: {'; '.join(_esc(_design(d)) for d in a['also'])}</p>" if a.get("also") else "")
+        out += (f"<h3>anomaly {i}: {_esc(a['kind'])}</h3><p>found at {_esc(_design(a['design']))}: {found_text}</p>{also}"
                 f"<p>shrunk: {_esc(a['shrunk'])}; needs: <b>{_esc(', '.join(a['kept']) or 'nothing beyond the baseline')}"
                 f"</b>; minimal file: <a href=\"{_esc(link)}\">{_esc(path.name if path else '')}</a> "
                 f"(<code>./run_all.py {_esc(a.get('file') or '')}</code>)</p>{steps}"
