@@ -193,27 +193,37 @@ class Finder:
         base = self.space.baseline
         cur, nb = dict(a.design), dict(a.neighbour) if a.neighbour else None
         complete = True
-        for dim in self.space.dims:
-            if dim == a.dim or cur[dim] == base[dim]:
-                continue
-            cand = {**cur, dim: base[dim]}
-            cand_nb = {**nb, dim: base[dim]} if nb else None
-            if not self.space.allowed(cand) or (cand_nb and not self.space.allowed(cand_nb)):
-                a.steps.append({"dimension": dim, "to": base[dim], "result": "excluded by a constraint"})
-                continue
-            if self.measurer.left() < 1 + (nb is not None) or self.measurer.out_of_time() or self.measurer.interrupted:
-                complete = False
-                a.steps.append({"dimension": dim, "to": base[dim], "result": "not tried: budget or deadline"})
-                continue
-            held = self.persists(a, cand, cand_nb, typical)
-            if held is None:
-                complete = False
-                a.steps.append({"dimension": dim, "to": base[dim], "result": "not measured"})
-            elif held:
-                cur, nb = cand, cand_nb
-                a.steps.append({"dimension": dim, "to": base[dim], "result": "anomaly persists: moved"})
-            else:
-                a.steps.append({"dimension": dim, "to": base[dim], "result": "anomaly gone: kept"})
+        todo = list(self.space.dims)
+        # A move a constraint refuses may be allowed once others are made (UD needs SEND: the
+        # verb goes back to the baseline's WRITE after the transport has), so such dimensions
+        # are tried again after a pass that moved something.
+        while todo:
+            refused, moved = [], False
+            for dim in todo:
+                if dim == a.dim or cur[dim] == base[dim]:
+                    continue
+                cand = {**cur, dim: base[dim]}
+                cand_nb = {**nb, dim: base[dim]} if nb else None
+                if not self.space.allowed(cand) or (cand_nb and not self.space.allowed(cand_nb)):
+                    refused.append(dim)
+                    continue
+                if (self.measurer.left() < 1 + (nb is not None) or self.measurer.out_of_time()
+                        or self.measurer.interrupted):
+                    complete = False
+                    a.steps.append({"dimension": dim, "to": base[dim], "result": "not tried: budget or deadline"})
+                    continue
+                held = self.persists(a, cand, cand_nb, typical)
+                if held is None:
+                    complete = False
+                    a.steps.append({"dimension": dim, "to": base[dim], "result": "not measured"})
+                elif held:
+                    cur, nb, moved = cand, cand_nb, True
+                    a.steps.append({"dimension": dim, "to": base[dim], "result": "anomaly persists: moved"})
+                else:
+                    a.steps.append({"dimension": dim, "to": base[dim], "result": "anomaly gone: kept"})
+            todo = refused if moved else []
+            if not moved:
+                a.steps += [{"dimension": d, "to": base[d], "result": "excluded by a constraint"} for d in refused]
         a.minimal, a.minimal_neighbour = cur, nb
         a.kept = [d for d in self.space.dims if cur[d] != base[d] or (nb is not None and nb[d] != base[d])]
         a.shrunk = "yes" if complete else "partly"

@@ -14,7 +14,7 @@ from harness.explore.matters import collapse_ties, span_text, what_matters
 from harness.explore.recall import draw_fault, judge
 from harness.explore.search import Search
 from harness.explore.space import parse
-from test_explore import bound, kSmallSpace, needs_model, write_space
+from test_explore import bound, kSmallSpace, needs_model, planted_finder, write_space
 
 kCollie = "experiments/explore/collie-verbs.yaml"
 
@@ -174,3 +174,18 @@ def test_recall_faults_are_findable_minorities_and_judged_by_their_dimensions():
     assert got["found"] and got["false"] == 1 and got["points"] == 60
     summary["anomalies"][0]["kept"] = list(f.region) + ["sge"]
     assert not judge(f, summary)["found"]
+
+
+def test_a_move_a_constraint_refuses_is_tried_again_after_others(tmp_path):
+    """Slow wherever tx_depth is 16. From (atomics, 4, 16) the design cannot go back to herd-rpc
+    while threads is 4 (a constraint); once threads has, it can: only tx_depth is kept."""
+    space = parse(write_space(tmp_path, "small", kSmallSpace.replace(
+        'constraints: ["threads * tx_depth <= 64"]',
+        'constraints: ["threads * tx_depth <= 64", "design != \'herd-rpc\' or threads <= 2"]')))
+    finder = planted_finder(space, lambda d: 10.0 * (0.1 if d["tx_depth"] == 16 else 1.0))
+    obs = finder.observe([space.baseline, {"design": "herd-rpc", "threads": 2, "tx_depth": 4},
+                          {"design": "atomics", "threads": 4, "tx_depth": 16}])
+    a = next(x for x in finder.find(obs, 1.0) if x.kind == "ratio")
+    finder.shrink(a, 1.0)
+    assert a.kept == ["tx_depth"] and a.minimal == {"design": "herd-rpc", "threads": 1, "tx_depth": 16}
+    assert [s["dimension"] for s in a.steps] == ["threads", "tx_depth", "design"]
