@@ -25,7 +25,7 @@ from rich.table import Table
 from .. import inventory as inventory_mod
 from .. import model_pass
 from .. import validate
-from ..coordinator import new_run_id
+from ..coordinator import describe_s, estimate_s, new_run_id
 from ..experiment import Experiment, kBackends
 from ..runner import RunConfig, kPlantedFaultEnv, planted_fault
 from ..store import Store, atomic_write, utc_now
@@ -279,8 +279,6 @@ def _measure(space: Space, search: Search, args: argparse.Namespace, bin_dir: pa
         console.print(f"softnic runs with a planted fault: {kPlantedFaultEnv}={summary['planted_fault']}",
                       markup=False, highlight=False, soft_wrap=True)
     seed = int(space.search["seed"]) if args.seed is None else args.seed
-    # A chooser leaves room to shrink one more anomaly: a step per dimension at most.
-    reserve = len(space.dims)
     if args.strategy == "model":
         room = max(1, args.budget_points // kFirstShare)
         chosen = _selection(space, best, front, sample, room)
@@ -290,12 +288,14 @@ def _measure(space: Space, search: Search, args: argparse.Namespace, bin_dir: pa
         chosen = [(space.baseline, ["baseline"])]
         what = "the baseline"
         chooser = (RandomChooser(space, seed) if args.strategy == "random"
-                   else AnnealChooser(space, seed, args.budget_points - reserve))
+                   else AnnealChooser(space, seed, args.budget_points))
+    # Every point of the budget costs what a point of the space does (the fixed warmup and duration).
+    about = estimate_s(space.exp, space.exp.params, [{}] * args.budget_points, 1, args.backend)
     console.print(f"measuring {len(chosen)} designs on {args.backend} ({what}), then choosing ({args.strategy}) and "
-                  f"shrinking each anomaly until the budget of {args.budget_points} points is spent",
-                  markup=False, highlight=False)
+                  f"shrinking each anomaly until the budget of {args.budget_points} points is spent (about "
+                  f"{describe_s(about)})", markup=False, highlight=False)
     why = {repr(d): w for d, w in chosen}
-    explorer = Explorer(space, measurer, finder, chooser, why, summary, work, console, reserve)
+    explorer = Explorer(space, measurer, finder, chooser, why, summary, work, console)
     explorer.observe([d for d, _ in chosen])
     stopped = explorer.run()
     coverage = getattr(chooser, "coverage", None)

@@ -22,9 +22,9 @@ class Explorer:
     (its neighbours, one dimension moved back to the baseline at a time) and written."""
 
     def __init__(self, space: Space, measurer: Measurer, finder: Finder, chooser: Any, why: dict[str, list[str]],
-                 summary: dict[str, Any], work: pathlib.Path, console: Console, reserve: int):
+                 summary: dict[str, Any], work: pathlib.Path, console: Console):
         self.space, self.measurer, self.finder, self.chooser = space, measurer, finder, chooser
-        self.why, self.summary, self.work, self.console, self.reserve = why, summary, work, console, reserve
+        self.why, self.summary, self.work, self.console = why, summary, work, console
         self.observations: list[Observation] = []
         self.written: list[Anomaly] = []
         self.unshrunk: list[Anomaly] = []       # found when no point was left to shrink them
@@ -56,11 +56,7 @@ class Explorer:
             if pending := self.pending():
                 self.settle(pending[0])
                 continue
-            # The reserve waits for a late anomaly; with nothing pending at the end, it is spent too.
-            room = self.measurer.left() - self.reserve
-            if room <= 0:
-                room = self.measurer.left()
-            picks = self.chooser.next(self.observations, min(kBatchDesigns, room))
+            picks = self.chooser.next(self.observations, min(kBatchDesigns, self.measurer.left()))
             if not picks:
                 return "every value pair measured" if self.chooser.done() else "nothing left to choose"
             for d, w in picks:

@@ -97,7 +97,7 @@ def test_an_anomaly_of_a_shrunk_cause_takes_one_point(tmp_path):
                                                 if (budget.measure([d]) if run else None) or d in budget.rows]
     finder.again = lambda d: Observation(d, rule(d), 10.0, "again") if budget.spend() else None
     summary = {"typical_ratio": None}
-    explorer = Explorer(space, budget, finder, None, {}, summary, tmp_path, console_stub(), 3)
+    explorer = Explorer(space, budget, finder, None, {}, summary, tmp_path, console_stub())
     explorer.observe([space.baseline, {"design": "herd-rpc", "threads": 2, "tx_depth": 4},
                       {"design": "herd-rpc-batch", "threads": 8, "tx_depth": 1},
                       {"design": "atomics", "threads": 4, "tx_depth": 16}, {"design": "atomics", "threads": 8,
@@ -124,7 +124,7 @@ def test_an_anomaly_a_second_measurement_does_not_show_is_not_shrunk(tmp_path):
                                                 for d in designs if (budget.measure([d]) if run else None)
                                                 or d in budget.rows]
     finder.again = lambda d: Observation(d, 10.0, 10.0, "again") if budget.spend() else None
-    explorer = Explorer(space, budget, finder, None, {}, {"typical_ratio": None}, tmp_path, console_stub(), 3)
+    explorer = Explorer(space, budget, finder, None, {}, {"typical_ratio": None}, tmp_path, console_stub())
     explorer.observe([space.baseline, {"design": "herd-rpc", "threads": 2, "tx_depth": 4}, fluke])
     explorer.settle(explorer.pending()[0])
     assert [a.design for a in explorer.unconfirmed] == [fluke] and explorer.written == [] and budget.ran == 4
