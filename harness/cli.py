@@ -16,7 +16,7 @@ from rich.table import Table
 
 from . import inventory as inventory_mod
 from . import model_pass
-from .coordinator import Coordinator, Options, load_all, new_run_id, plan
+from .coordinator import Coordinator, Options, confirm, kConfirmAboveS, load_all, new_run_id, plan, size
 from .experiment import kBackends, kPapers
 from .runner import RunConfig
 from .store import Store
@@ -60,6 +60,9 @@ def parser() -> argparse.ArgumentParser:
     g.add_argument("--resume", action="store_true", help="skip points already stored as ok; re-run failed ones")
     g.add_argument("--force", action="store_true", help="re-run every point; old results move to superseded/")
     p.add_argument("--dry-run", action="store_true", help="validate, expand and show what would run; run nothing")
+    p.add_argument("--yes", action="store_true",
+                   help=f"run even when the estimate passes {kConfirmAboveS // 60} min (without it, such a run prints its "
+                        "estimate and stops)")
     p.add_argument("--list", action="store_true", help="list suites and experiments")
     p.add_argument("--fail-fast", action="store_true", help="stop at the first failed point")
     p.add_argument("--no-report", action="store_true", help="do not draw figures and the report after the run")
@@ -173,7 +176,10 @@ def main(argv: Optional[list[str]] = None, console: Optional[Console] = None) ->
         store = Store(args.out)
         opts = Options(backend=backend, resume=args.resume or (default_run and not args.force), force=args.force,
                        fail_fast=args.fail_fast, dry_run=args.dry_run)
-        plans = plan(loaded.experiments, store, opts)
+        sized = size(loaded.experiments, store, opts)
+        if not args.dry_run:
+            confirm(sized, backend, args.yes)
+            plans = plan(loaded.experiments, store, opts)
     except ConfigError as exc:
         for m in exc.messages:
             console.print(m, markup=False, highlight=False, soft_wrap=True)  # one line each, for grep
@@ -185,7 +191,7 @@ def main(argv: Optional[list[str]] = None, console: Optional[Console] = None) ->
                     bench_schema=schema, kv_schema=kv_schema, profile=args.profile)
     coord = Coordinator(cfg, inv, store, opts, console)
     if args.dry_run:
-        coord.dry_run(plans)
+        coord.dry_run(sized)
         return Outcome(0)
     rc = coord.run(plans)
     if backend != "model" and not args.no_model and not coord.interrupted:

@@ -24,11 +24,19 @@ from .inventory import Inventory
 from .runner import PointRunner, RunConfig, hosts_needed, place
 from .store import Store, StoreError, kFinalStatuses, kNotModeled, kNotRun, kUnsupported
 from .suites import Target
-from .sweep import Point, expand
+from .sweep import Point, expand, fixed_params, make_point, rows_of
 from .yamlloc import ConfigError
 
 kLabelChars = 48      # of a point's parameters in the progress line
 kModelWorkers = 4     # predictions asked of rdmalab-model at once (each a short process; the store writes stay in order)
+# What a point costs, for the estimate a dry run prints and a long run asks --yes for: a
+# prediction (one rdmalab-model process; 200 points took 1.8 s on this 2-core VM, kModelWorkers
+# at once), and a measured point's start-up besides its warmup and duration (processes,
+# rendezvous, connection: 0.45 s per softnic point of collie-verbs here).
+kModelPointS = 0.01
+kMeasuredOverheadS = 0.45
+kTimedParams = ("warmup", "duration")    # a measured point's own seconds
+kConfirmAboveS = 3600                    # a run estimated longer than this runs only with --yes
 
 
 @dataclasses.dataclass
@@ -130,32 +138,97 @@ def plan(loaded: list[tuple[Experiment, Target]], store: Store, opts: Options) -
     return plans
 
 
+@dataclasses.dataclass
+class Sized:
+    """An experiment's size without its points: what a dry run shows and a long run confirms."""
+    exp: Experiment
+    points: int
+    todo: int
+    stored_ok: int
+    stored_failed: int
+    first: Optional[Point]        # the first point to run (its command is shown)
+    estimate_s: float             # of the points to run
+
+
+def estimate_s(exp: Experiment, fixed: dict[str, Any], rows: list[dict[str, Any]], repeats: int, backend: str) -> float:
+    """Seconds the rows' points take: a prediction each on the model; warmup + duration and the
+    start-up on a measured backend."""
+    if backend == "model":
+        return len(rows) * kModelPointS
+    timed = sum(float({**fixed, **row}.get(k) or 0) for row in rows for k in kTimedParams)
+    return repeats * (timed + len(rows) * kMeasuredOverheadS)
+
+
+def size(loaded: list[tuple[Experiment, Target]], store: Store, opts: Options) -> list[Sized]:
+    """Every experiment's points counted without making them: a million-point sweep answers in
+    seconds. Points are made (their ids hashed) only for an experiment with stored points, to
+    tell which of them are stored."""
+    out = []
+    for exp, t in loaded:
+        if store.has_points(opts.backend, exp.id):
+            pl = plan([(exp, t)], store, dataclasses.replace(opts, dry_run=True))[0]
+            ok = sum(1 for st in pl.stored.values() if st in kFinalStatuses)
+            est = estimate_s(exp, {}, [p.params for p in pl.todo], 1, opts.backend)   # a repeat is a point here
+            out.append(Sized(exp, len(pl.points), len(pl.todo), ok, len(pl.stored) - ok, pl.todo[0] if pl.todo else None,
+                             est))
+            continue
+        rows, swept = rows_of(exp, t.reduction, opts.sweep_backend or opts.backend)
+        repeats = 1 if opts.backend == "model" else (t.reduction.repeats or exp.repeats)
+        fixed = fixed_params(exp, t.reduction)
+        first = make_point(exp, 0, {**fixed, **rows[0]}, 0, swept) if rows else None
+        out.append(Sized(exp, len(rows) * repeats, len(rows) * repeats, 0, 0, first,
+                         estimate_s(exp, fixed, rows, repeats, opts.backend)))
+    return out
+
+
+def confirm(sized: list[Sized], backend: str, yes: bool) -> None:
+    """A run estimated past kConfirmAboveS stops before it starts unless --yes says to go on."""
+    total = sum(sz.estimate_s for sz in sized)
+    if total > kConfirmAboveS and not yes:
+        raise ConfigError(f"{sum(sz.todo for sz in sized)} points to run on {backend}, estimated {describe_s(total)}: "
+                          f"more than {describe_s(kConfirmAboveS)}; pass --yes to run them (--dry-run shows each "
+                          f"experiment's estimate)")
+
+
+def describe_s(seconds: float) -> str:
+    if seconds < 120:
+        return f"{seconds:.0f} s"
+    if seconds < 2 * 3600:
+        return f"{seconds / 60:.0f} min"
+    return f"{seconds / 3600:.1f} h"
+
+
 class Coordinator:
     def __init__(self, cfg: RunConfig, inventory: Inventory, store: Store, opts: Options, console: Console):
         self.cfg, self.inventory, self.store, self.opts, self.console = cfg, inventory, store, opts, console
         self.summary: dict[str, dict[str, Any]] = {}
         self.interrupted = False
 
-    def dry_run(self, plans: list[Planned]) -> None:
+    def dry_run(self, sized: list[Sized]) -> None:
         table = Table(title=f"dry run: backend {self.opts.backend}, results in {self.store.root}")
-        for col in ("experiment", "points", "to run", "stored done", "stored failed"):
+        for col in ("experiment", "points", "to run", "stored done", "stored failed", "estimate"):
             table.add_column(col)
         examples = []
-        for pl in plans:
+        for sz in sized:
             example = ""
-            if pl.todo and self.opts.backend != "model":
-                inv = self.inventory.sized(hosts_needed(pl.exp, pl.todo[0]), str(self.cfg.bin_dir))
+            if sz.first is not None and self.opts.backend != "model":
+                inv = self.inventory.sized(hosts_needed(sz.exp, sz.first), str(self.cfg.bin_dir))
                 runner = PointRunner(self.cfg, self.inventory, self.store)
-                first = place(pl.exp, pl.todo[0], inv)[0]
-                example = " ".join(runner.role_argv(pl.exp, pl.todo[0], first, "HOST:PORT", None))
-            elif pl.todo:
+                first = place(sz.exp, sz.first, inv)[0]
+                example = " ".join(runner.role_argv(sz.exp, sz.first, first, "HOST:PORT", None))
+            elif sz.first is not None:
                 runner = PointRunner(self.cfg, self.inventory, self.store)
-                example = f"rdmalab-model predict --json < {json.dumps(runner.model_request(pl.exp, pl.todo[0]))}"
-            ok = sum(1 for s in pl.stored.values() if s in kFinalStatuses)
-            table.add_row(pl.exp.id, str(len(pl.points)), str(len(pl.todo)), str(ok), str(len(pl.stored) - ok))
+                example = f"rdmalab-model predict --json < {json.dumps(runner.model_request(sz.exp, sz.first))}"
+            table.add_row(sz.exp.id, str(sz.points), str(sz.todo), str(sz.stored_ok), str(sz.stored_failed),
+                          describe_s(sz.estimate_s))
             if example:
-                examples.append(f"{pl.exp.id}: {example}")
+                examples.append(f"{sz.exp.id}: {example}")
         self.console.print(table)
+        total = sum(sz.estimate_s for sz in sized)
+        each = ("a prediction each" if self.opts.backend == "model"
+                else f"warmup + duration + ~{kMeasuredOverheadS} s start-up each")
+        self.console.print(f"estimated time: {describe_s(total)} for {sum(sz.todo for sz in sized)} points ({each})",
+                           markup=False, highlight=False)
         self.console.print("first command of each experiment:", markup=False)
         for line in examples:
             self.console.print(f"  {line}", markup=False, highlight=False, soft_wrap=True)

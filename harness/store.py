@@ -87,6 +87,11 @@ class Store:
         d.mkdir(parents=True, exist_ok=True)
         return d
 
+    def has_points(self, backend: str, experiment: str) -> bool:
+        """Whether any point of the experiment is stored (one directory look, not one per point)."""
+        d = self.experiment_dir(backend, experiment) / "points"
+        return d.is_dir() and any(d.iterdir())
+
     def status(self, backend: str, experiment: str, point_id: str) -> Optional[str]:
         path = self.point_path(backend, experiment, point_id)
         if not path.exists():

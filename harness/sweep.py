@@ -93,36 +93,60 @@ def block_rows(block: dict[str, dict[str, list[Any]]]) -> list[dict[str, Any]]:
     return _block_rows(block, None, {})
 
 
-def expand(exp: Experiment, reduction: Reduction = Reduction(), backend: Optional[str] = None) -> list[Point]:
-    """The experiment's points; with `backend`, sweep blocks limited to other backends are left out."""
-    fixed = dict(exp.params)
-    for key, value in reduction.params:
-        if key in fixed:  # only fixed parameters: a suite never adds a flag an experiment does not use
-            fixed[key] = value
+def rows_of(exp: Experiment, reduction: Reduction = Reduction(),
+            backend: Optional[str] = None) -> tuple[list[dict[str, Any]], list[str]]:
+    """The experiment's parameter rows (swept values only, each once, in sweep order) and the
+    swept names; with `backend`, sweep blocks limited to other backends are left out."""
     swept_names: list[str] = []
     rows: list[dict[str, Any]] = []
     pinned = {exp.plot["x"]: tuple(pinned_x_values(exp.conclusions))} if exp.conclusions else {}
-    for block in exp.sweep or [{}]:
-        if backend is not None and backend not in block.get("backends", [backend]):
-            continue
+    blocks = [b for b in exp.sweep or [{}] if backend is None or backend in b.get("backends", [backend])]
+    # A block's rows are distinct (the validator refuses a value or a zip row twice); only rows
+    # of two blocks can repeat, so a key per row is kept only then (a million-point grid stays linear).
+    seen: Optional[set[frozenset[tuple[str, Any]]]] = set() if len(blocks) > 1 else None
+    for block in blocks:
         for table in (block.get("grid", {}), block.get("zip", {})):
             for k in table:
                 if k not in swept_names:
                     swept_names.append(k)
         for row in _block_rows(block, reduction.max_values, pinned):
-            if row not in rows:
-                rows.append(row)
+            if seen is not None:
+                key = frozenset(row.items())
+                if key in seen:
+                    continue
+                seen.add(key)
+            rows.append(row)
     if backend is not None:
         rows += statement_rows(exp, rows, backend)
+    return rows, swept_names
+
+
+def fixed_params(exp: Experiment, reduction: Reduction = Reduction()) -> dict[str, Any]:
+    """The experiment's fixed parameters, with the suite's overrides of those it has."""
+    fixed = dict(exp.params)
+    for key, value in reduction.params:
+        if key in fixed:  # only fixed parameters: a suite never adds a flag an experiment does not use
+            fixed[key] = value
+    return fixed
+
+
+def make_point(exp: Experiment, index: int, params: dict[str, Any], repeat: int, swept: list[str]) -> Point:
+    roles = {r.name: (int(params[r.count]) if isinstance(r.count, str) else r.count) for r in exp.roles}
+    p = Point(exp.id, index, params, repeat, roles, point_id(exp.id, params, repeat, roles))
+    p.swept = tuple(swept)
+    return p
+
+
+def expand(exp: Experiment, reduction: Reduction = Reduction(), backend: Optional[str] = None) -> list[Point]:
+    """The experiment's points; with `backend`, sweep blocks limited to other backends are left out."""
+    fixed = fixed_params(exp, reduction)
+    rows, swept_names = rows_of(exp, reduction, backend)
     repeats = reduction.repeats or exp.repeats
     points: list[Point] = []
     for row in rows:
         params = {**fixed, **row}
-        roles = {r.name: (int(params[r.count]) if isinstance(r.count, str) else r.count) for r in exp.roles}
         for repeat in range(repeats):
-            p = Point(exp.id, len(points), params, repeat, roles, point_id(exp.id, params, repeat, roles))
-            p.swept = tuple(swept_names)
-            points.append(p)
+            points.append(make_point(exp, len(points), params, repeat, swept_names))
     if exp.repeat_order == "round":  # every point once per round: their repeats share the host's load
         points.sort(key=lambda p: (p.repeat, p.index))
     return points
@@ -148,7 +172,7 @@ def statement_rows(exp: Experiment, rows: list[dict[str, Any]], backend: str) ->
             continue
         for point in points_of_statement(c):
             coords = [(name, _declared(exp, name, value)) for name, value in plot_coordinates(exp.plot, point)]
-            if any(_matches(r, coords) == len(coords) for r in rows + added):
+            if any(_matches(r, coords) == len(coords) for r in itertools.chain(rows, added)):
                 continue
             nearest = max(rows, key=lambda r: _matches(r, coords))  # the first of the best
             row = {**nearest, **{name: value for name, value in coords if name in nearest}}

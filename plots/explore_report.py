@@ -1,7 +1,9 @@
 """The explore report: results/explore/<id>/report/index.html, from the explore's summary.json
-(rdmalab-explore/1) and the anomalies' files only. Sections: the best designs with the model's
-bottleneck and `explain`, measured vs predicted, the Pareto front, the anomalies with their
-minimal experiment files. Offline; images are files next to the page."""
+(rdmalab-explore/2) and the anomalies' files only. Sections: what matters (per dimension, the
+objective's range when it alone moves, predicted and measured), the best designs with ties
+collapsed, the model's bottleneck and `explain` folded under each, measured vs predicted, the
+Pareto front drawn, the anomalies with their minimal experiment files. Offline; images are
+files next to the page."""
 from __future__ import annotations
 
 import html
@@ -17,8 +19,8 @@ import matplotlib.pyplot as plt  # noqa: E402
 
 from .report import kCss, kImageCheck  # noqa: E402
 
-kSummarySchema = "rdmalab-explore/1"
-kSections = ("best", "measured", "pareto", "anomalies")
+kSummarySchema = "rdmalab-explore/2"
+kSections = ("matters", "best", "measured", "pareto", "anomalies")
 kFigureInches = (6.4, 4.0)
 kDpi = 110
 # Marks every section present once the page has loaded, for people and the headless-browser test.
@@ -66,13 +68,48 @@ def _metric_label(summary: dict[str, Any]) -> str:
     return f"{o['metric']}{' per ' + o['per'] if o.get('per') else ''}"
 
 
+def _range(r: Optional[list[float]]) -> str:
+    return "" if not r else f"{_num(r[0])} - {_num(r[1])}"
+
+
+def _matters(summary: dict[str, Any], out_dir: pathlib.Path) -> str:
+    rows = summary.get("what_matters") or []
+    if not rows:
+        return "<p class=\"muted\">no dimension</p>"
+    metric = summary["space"]["objective"]["metric"]
+
+    def draw(ax) -> None:
+        names = [m["dimension"] for m in rows][::-1]
+        ax.barh([i + 0.2 for i in range(len(names))], [(m["predicted_spread"] or 1) for m in rows][::-1], 0.4,
+                label=f"model ({summary.get('profile')})", color="C0")
+        ax.barh([i - 0.2 for i in range(len(names))], [(m["measured_spread"] or 1) for m in rows][::-1], 0.4,
+                label=f"measured ({summary.get('backend')})", color="C1")
+        ax.set_yticks(range(len(names)), names)
+        ax.set_xscale("log")
+        ax.set_xlabel(f"{metric}: highest / lowest when the dimension alone moves")
+        ax.legend()
+    img = _figure(out_dir / "what-matters.png", draw)
+    table = _table(["dimension", "values", f"model {metric} (baseline's line)", "spread",
+                    f"measured {metric}", "spread", "measured along"],
+                   [[_esc(m["dimension"]), str(m["values"]), _range(m["predicted"]), _num(m["predicted_spread"]),
+                     _range(m["measured"]), _num(m["measured_spread"]),
+                     _esc(f"{m['measured_designs']} designs at {_design(m['measured_at'])}" if m["measured_at"] else
+                          "no two measured designs differ only in it")] for m in rows])
+    return ("<p>The objective's range when one dimension alone moves: on the model along the baseline's line "
+            "(the other dimensions at the baseline), as measured along the line of measured designs that differ only "
+            f"in it and hold most of its values. A spread of 1 is a dimension without effect.</p>{img}{table}")
+
+
 def _best(summary: dict[str, Any]) -> str:
-    rows = [[str(i), _esc(_design(b["design"])), _num(b["predicted"]), _esc(b.get("bottleneck_label") or
-                                                                             b.get("bottleneck") or "")]
+    rows = [[str(i), _esc(b["shown"]) + (f" <span class=\"muted\">({b['tied']} designs within 1%)</span>"
+                                         if b["tied"] > 1 else ""),
+             _num(b["predicted"]), _esc(b.get("bottleneck_label") or b.get("bottleneck") or "")]
             for i, b in enumerate(summary["best"], 1)]
-    out = _table(["#", "design", f"predicted {_metric_label(summary)}", "bottleneck (model)"], rows)
-    for e in summary.get("explain") or []:
-        out += f"<h3>explain: {_esc(_design(e['design']))}</h3><pre>{_esc(e['text'])}</pre>"
+    out = _table(["#", "design (values a tie spans: LO..HI or A|B)", f"predicted {_metric_label(summary)}",
+                  "bottleneck (model)"], rows)
+    for i, b in enumerate(summary["best"], 1):
+        out += (f"<details><summary>#{i} explain: {_esc(_design(b['design']))}</summary>"
+                f"<pre>{_esc(b['explain'])}</pre></details>")
     return out
 
 
@@ -95,7 +132,12 @@ def _measured(summary: dict[str, Any], out_dir: pathlib.Path) -> str:
     rows = [[_esc(_design(m["design"])), _esc(", ".join(m["why"])), _num(m["measured"]), _num(m["predicted"]),
              _num(m["ratio"]), _esc(m.get("bottleneck") or ""), _esc(m.get("point") or "")] for m in measured]
     typical = summary.get("typical_ratio")
-    return (f"<p>typical measured/predicted: {_num(typical)} (geometric median); {summary.get('points_run', 0)} points "
+    coverage = summary.get("coverage")
+    covered = (f"; value pairs measured: {coverage['pairs'] - coverage['missing']} of {coverage['pairs']}"
+               if coverage else "")
+    return (f"<p>model profile {_esc(summary.get('profile'))} ({_esc(summary.get('profile_source'))}); strategy "
+            f"{_esc(summary.get('strategy'))}; stopped: {_esc(summary.get('stopped'))}{covered}</p>"
+            f"<p>typical measured/predicted: {_num(typical)} (geometric median); {summary.get('points_run', 0)} points "
             f"run by this explore, the others were stored already</p>{img}"
             + _table(["design", "why", "measured", "predicted", "ratio", "bottleneck (model)", "point"], rows))
 
@@ -127,10 +169,15 @@ def _anomalies(summary: dict[str, Any], report_dir: pathlib.Path) -> str:
     found = summary.get("anomalies") or []
     if summary.get("backend") is None:
         return "<p class=\"muted\">model only: anomalies need measured designs</p>"
+    limit = (f"a ratio more than {_num(summary['ratio_limit'])}x off the typical one either way"
+             if summary.get("ratio_limit") else "")
+    others = "".join(f"<p class=\"muted\">{what}: " + "; ".join(_esc(_design(x["design"])) for x in xs) + "</p>"
+                     for what, xs in (("found with no point left to shrink them", summary.get("not_shrunk") or []),
+                                      ("not seen again when measured a second time (not reported)",
+                                       summary.get("unconfirmed") or [])) if xs)
     if not found:
-        return ("<p>no anomaly: every measured design is within the threshold of the typical ratio, and none "
-                "collapses against a measured neighbour</p>")
-    out = ""
+        return (f"<p>no anomaly ({_esc(limit)}, or a collapse against a measured neighbour)</p>{others}")
+    out = f"<p>anomalous: {_esc(limit)}, or a collapse against a measured neighbour</p>{others}"
     for i, a in enumerate(found, 1):
         path = pathlib.Path(a["file"]) if a.get("file") else None
         text = path.read_text() if path is not None and path.is_file() else "(file missing)"
@@ -138,10 +185,12 @@ def _anomalies(summary: dict[str, Any], report_dir: pathlib.Path) -> str:
         steps = _table(["dimension", "to", "result"], [[_esc(s["dimension"]), _esc(s["to"]), _esc(s["result"])]
                                                        for s in a.get("steps") or []])
         found_text = ", ".join(f"{k}={_num(v) if isinstance(v, float) else _esc(v)}" for k, v in a["found"].items())
-        out += (f"<h3>anomaly {i}: {_esc(a['kind'])}</h3><p>found at {_esc(_design(a['design']))}: {found_text}</p>"
+        also = (f"<p>the same cause at: {'; '.join(_esc(_design(d)) for d in a['also'])}</p>" if a.get("also") else "")
+        out += (f"<h3>anomaly {i}: {_esc(a['kind'])}</h3><p>found at {_esc(_design(a['design']))}: {found_text}</p>{also}"
                 f"<p>shrunk: {_esc(a['shrunk'])}; needs: <b>{_esc(', '.join(a['kept']) or 'nothing beyond the baseline')}"
                 f"</b>; minimal file: <a href=\"{_esc(link)}\">{_esc(path.name if path else '')}</a> "
-                f"(<code>./run_all.py {_esc(a.get('file') or '')}</code>)</p>{steps}<pre>{_esc(text)}</pre>")
+                f"(<code>./run_all.py {_esc(a.get('file') or '')}</code>)</p>{steps}"
+                f"<details><summary>{_esc(path.name if path else 'file')}</summary><pre>{_esc(text)}</pre></details>")
     return out
 
 
@@ -161,7 +210,8 @@ def write_explore_report(summary_path: pathlib.Path) -> pathlib.Path:
             f"<p>search: {_esc(search['method'])}, {search['scored']} of {search['grid_designs']} designs scored "
             f"({search['valued']} with a value) in {search['seconds']} s by {search['model_processes']} model "
             f"processes</p>")
-    sections = {"best": ("Best designs (model)", _best(summary)),
+    sections = {"matters": ("What matters", _matters(summary, out_dir)),
+                "best": ("Best designs (model; ties collapsed)", _best(summary)),
                 "measured": ("Measured vs predicted", _measured(summary, out_dir)),
                 "pareto": ("Pareto front", _pareto(summary, out_dir)),
                 "anomalies": ("Anomalies and their minimal files", _anomalies(summary, out_dir))}

@@ -29,6 +29,12 @@ from .search import Search
 from .space import Space
 
 kPersistingSeverity = 0.5   # a moved design shows the same anomaly while this share of its severity (log) remains
+# A ratio is anomalous past ratio_threshold and past kSpreadSigmas of the run's own spread: on a
+# shared host, or against a model that misses some shapes by 2x, the departures every design
+# shows are not findings. kMadToSigma turns a median absolute deviation into a standard deviation.
+kSpreadSigmas = 3.0
+kMadToSigma = 1.4826
+kClipRounds = 5
 
 
 @dataclasses.dataclass
@@ -59,11 +65,36 @@ class Anomaly:
     steps: list[dict[str, Any]] = dataclasses.field(default_factory=list)
     shrunk: str = "no"                   # yes | partly (budget or deadline) | no
     file: Optional[str] = None
+    also: list[dict[str, Any]] = dataclasses.field(default_factory=list)   # anomalous designs of the same cause
+
+    def worse(self, maximize: bool) -> bool:
+        """Whether the design does worse than the model says (a collapse always does)."""
+        return self.kind != "ratio" or (self.found["ratio"] < self.found["typical_ratio"]) == maximize
+
+
+def ratio_spread(observations: list[Observation]) -> tuple[Optional[float], float]:
+    """The typical measured/predicted ratio and the spread (log, a robust standard deviation) of
+    the ratios around it, over the designs that are not outliers themselves: the median and
+    the median absolute deviation, recomputed without the ratios past kSpreadSigmas of them
+    until none is left out. A fault region's designs (explore measures many of them once it
+    finds one) would otherwise widen the spread that judges them."""
+    logs = sorted(math.log(o.ratio) for o in observations if o.ratio is not None)
+    if not logs:
+        return None, 0.0
+    kept = logs
+    for _ in range(kClipRounds):
+        center = statistics.median(kept)
+        sigma = kMadToSigma * statistics.median(abs(x - center) for x in kept)
+        inside = [x for x in kept if abs(x - center) <= kSpreadSigmas * sigma] if sigma > 0 else kept
+        if len(inside) == len(kept) or len(inside) < 3:
+            break
+        kept = inside
+    center = statistics.median(kept)
+    return math.exp(center), kMadToSigma * statistics.median(abs(x - center) for x in kept)
 
 
 def typical_ratio(observations: list[Observation]) -> Optional[float]:
-    logs = [math.log(o.ratio) for o in observations if o.ratio is not None]
-    return math.exp(statistics.median(logs)) if logs else None
+    return ratio_spread(observations)[0]
 
 
 class Finder:
@@ -72,6 +103,13 @@ class Finder:
         self.planted_fault = planted_fault   # SOFTNIC_PLANTED_FAULT of the run: its files say so
         self.threshold = float(space.anomalies["ratio_threshold"])
         self.collapse = float(space.anomalies["collapse"])
+        self.limit = math.log(1 + self.threshold)     # log distance past which a ratio is anomalous
+        self.collapse_limit = math.log(1 / self.collapse) if self.collapse > 0 else math.inf
+
+    def set_spread(self, sigma: float) -> None:
+        """Departures within kSpreadSigmas of the run's spread are not anomalies."""
+        self.limit = max(math.log(1 + self.threshold), kSpreadSigmas * sigma)
+        self.collapse_limit = max(math.log(1 / self.collapse) if self.collapse > 0 else math.inf, self.limit)
 
     def observe(self, designs: list[dict[str, Any]], run: bool = True) -> list[Observation]:
         """Measures (with run, as budget and deadline allow) and predicts the designs; those with a stored point."""
@@ -86,14 +124,22 @@ class Finder:
                                    stored[0]["point"]["id"]))
         return out
 
-    def _off(self, ratio: Optional[float], typical: float) -> float:
+    def again(self, design: dict[str, Any]) -> Optional[Observation]:
+        """A second measurement of a measured design (Measurer.again); None: not measured."""
+        rec = self.measurer.again(design)
+        if rec is None:
+            return None
+        predicted = self.search.evaluate([design])[0].score.metric(self.space.objective.metric)
+        return Observation(design, measured_mean(self.space, [rec]), predicted, rec["point"]["id"])
+
+    def off(self, ratio: Optional[float], typical: float) -> float:
         """Signed log distance of a ratio from the typical one; 0 within the threshold."""
         if ratio is None:
             return 0.0
         d = math.log(ratio / typical)
-        return d if abs(d) > math.log(1 + self.threshold) else 0.0
+        return d if abs(d) > self.limit else 0.0
 
-    def _fall(self, low: Observation, high: Observation) -> Optional[float]:
+    def fall(self, low: Observation, high: Observation) -> Optional[float]:
         """How much worse low is than high, measured over predicted (log, > 0 when it collapses)."""
         if low.ratio is None or high.ratio is None or not high.measured or not low.measured:
             return None
@@ -101,7 +147,7 @@ class Finder:
         model = (low.predicted or 0) / (high.predicted or 1)
         if not self.space.objective.maximize:
             measured, model = 1 / measured, (1 / model if model else 0)
-        if measured < self.collapse and model > 0 and measured / model < self.collapse:
+        if measured < self.collapse and model > 0 and math.log(model / measured) > self.collapse_limit:
             return math.log(model / measured)
         return None
 
@@ -110,7 +156,7 @@ class Finder:
         if typical is None:
             return found
         for o in observations:
-            off = self._off(o.ratio, typical)
+            off = self.off(o.ratio, typical)
             if off:
                 found.append(Anomaly("ratio", o.design, None, None, abs(off),
                                      {"measured": o.measured, "predicted": o.predicted, "ratio": o.ratio,
@@ -122,7 +168,7 @@ class Finder:
                 for j in (i - 1, i + 1):
                     if 0 <= j < len(values):
                         q = by_design.get(repr({**o.design, dim: values[j]}))
-                        fall = self._fall(o, q) if q is not None else None
+                        fall = self.fall(o, q) if q is not None else None
                         if fall is not None:
                             found.append(Anomaly("collapse", o.design, q.design, dim, fall,
                                                  {"measured": o.measured, "predicted": o.predicted,
@@ -138,36 +184,46 @@ class Finder:
             return None
         floor = kPersistingSeverity * a.severity
         if a.kind == "ratio":
-            off, was = self._off(obs[0].ratio, typical), math.log(a.found["ratio"] / typical)
+            off, was = self.off(obs[0].ratio, typical), math.log(a.found["ratio"] / typical)
             return bool(off) and (off > 0) == (was > 0) and abs(off) >= floor
-        fall = self._fall(obs[0], obs[1])
+        fall = self.fall(obs[0], obs[1])
         return fall is not None and fall >= floor
 
     def shrink(self, a: Anomaly, typical: float) -> None:
         base = self.space.baseline
         cur, nb = dict(a.design), dict(a.neighbour) if a.neighbour else None
         complete = True
-        for dim in self.space.dims:
-            if dim == a.dim or cur[dim] == base[dim]:
-                continue
-            cand = {**cur, dim: base[dim]}
-            cand_nb = {**nb, dim: base[dim]} if nb else None
-            if not self.space.allowed(cand) or (cand_nb and not self.space.allowed(cand_nb)):
-                a.steps.append({"dimension": dim, "to": base[dim], "result": "excluded by a constraint"})
-                continue
-            if self.measurer.left() < 1 + (nb is not None) or self.measurer.out_of_time() or self.measurer.interrupted:
-                complete = False
-                a.steps.append({"dimension": dim, "to": base[dim], "result": "not tried: budget or deadline"})
-                continue
-            held = self.persists(a, cand, cand_nb, typical)
-            if held is None:
-                complete = False
-                a.steps.append({"dimension": dim, "to": base[dim], "result": "not measured"})
-            elif held:
-                cur, nb = cand, cand_nb
-                a.steps.append({"dimension": dim, "to": base[dim], "result": "anomaly persists: moved"})
-            else:
-                a.steps.append({"dimension": dim, "to": base[dim], "result": "anomaly gone: kept"})
+        todo = list(self.space.dims)
+        # A move a constraint refuses may be allowed once others are made (UD needs SEND: the
+        # verb goes back to the baseline's WRITE after the transport has), so such dimensions
+        # are tried again after a pass that moved something.
+        while todo:
+            refused, moved = [], False
+            for dim in todo:
+                if dim == a.dim or cur[dim] == base[dim]:
+                    continue
+                cand = {**cur, dim: base[dim]}
+                cand_nb = {**nb, dim: base[dim]} if nb else None
+                if not self.space.allowed(cand) or (cand_nb and not self.space.allowed(cand_nb)):
+                    refused.append(dim)
+                    continue
+                if (self.measurer.left() < 1 + (nb is not None) or self.measurer.out_of_time()
+                        or self.measurer.interrupted):
+                    complete = False
+                    a.steps.append({"dimension": dim, "to": base[dim], "result": "not tried: budget or deadline"})
+                    continue
+                held = self.persists(a, cand, cand_nb, typical)
+                if held is None:
+                    complete = False
+                    a.steps.append({"dimension": dim, "to": base[dim], "result": "not measured"})
+                elif held:
+                    cur, nb, moved = cand, cand_nb, True
+                    a.steps.append({"dimension": dim, "to": base[dim], "result": "anomaly persists: moved"})
+                else:
+                    a.steps.append({"dimension": dim, "to": base[dim], "result": "anomaly gone: kept"})
+            todo = refused if moved else []
+            if not moved:
+                a.steps += [{"dimension": d, "to": base[d], "result": "excluded by a constraint"} for d in refused]
         a.minimal, a.minimal_neighbour = cur, nb
         a.kept = [d for d in self.space.dims if cur[d] != base[d] or (nb is not None and nb[d] != base[d])]
         a.shrunk = "yes" if complete else "partly"

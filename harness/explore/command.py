@@ -2,7 +2,7 @@
 designs, the Pareto front and a stratified sample on the backend, find anomalies and shrink
 each to a minimal experiment. Everything lands in results/explore/<space id>/:
 
-  summary.json          rdmalab-explore/1: the search, the designs measured, the anomalies
+  summary.json          rdmalab-explore/2: the search, what matters, the designs measured, the anomalies
   scores.json           every model score (a resumed explore scores nothing twice)
   measure/<id>.yaml     the designs measured, as an experiment (the runner's input)
   <backend>/<id>/points the stored points (resume, provenance, deadlines: the normal runner)
@@ -23,28 +23,32 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from .. import inventory as inventory_mod
+from .. import model_pass
 from .. import validate
-from ..coordinator import new_run_id
+from ..coordinator import describe_s, estimate_s, new_run_id
 from ..experiment import Experiment, kBackends
 from ..runner import RunConfig, kPlantedFaultEnv, planted_fault
 from ..store import Store, atomic_write, utc_now
 from ..yamlloc import ConfigError
-from .anomalies import Finder, Observation, typical_ratio
+from .anomalies import Finder, Observation
+from .choose import AnnealChooser, ModelChooser, RandomChooser, kStrategies
+from .explorer import Explorer
+from .matters import Group, collapse_ties, span_text, what_matters
 from .measure import Measurer
 from .scoring import Scorer
 from .search import Scored, Search, pareto_front, ranked, stratified
 from .space import Space, parse
 
-kSummarySchema = "rdmalab-explore/1"
+kSummarySchema = "rdmalab-explore/2"
 kDefaultBudgetPoints = 24
-kExplained = 3              # best designs whose `rdmalab-model explain` the report shows
 kParetoMeasured = 6         # Pareto designs measured at most (spread along the front)
+kFirstShare = 3             # the first designs (baseline, best, front, sample) take at most 1/kFirstShare of the budget
 kCloudDesigns = 2000        # scored designs the report draws behind the front (spread over the ranking)
 kConfigError = 2
 kInterrupted = 130
 
 USAGE = ("run_all.py explore SPACE.yaml [--backend B] [--profile P] [--budget-points N] [--budget-minutes M] "
-         "[--out DIR] [--model-only]")
+         "[--out DIR] [--model-only] [--strategy model|random|anneal] [--seed N]")
 
 
 @dataclasses.dataclass
@@ -61,11 +65,17 @@ def parser(root: pathlib.Path) -> argparse.ArgumentParser:
     p.add_argument("--backend", choices=[b for b in kBackends], default="softnic",
                    help="where designs are measured (default softnic; model: predictions only, for testing the plumbing)")
     p.add_argument("--profile", help="the model's NIC profile (a name or a fitted profile's FILE.yaml); default: the "
-                                     "space's model_params.profile, else cx3")
+                                     "profile fitted to the backend when one is measured and one exists "
+                                     "(model/profiles/BACKEND.yaml), else the space's model_params.profile, else cx3")
     p.add_argument("--budget-points", type=int, default=kDefaultBudgetPoints,
                    help=f"points measured at most (default {kDefaultBudgetPoints}); stored points are free")
     p.add_argument("--budget-minutes", type=float, help="wall-clock limit of the whole explore")
     p.add_argument("--model-only", action="store_true", help="search and report on the model; measure nothing")
+    p.add_argument("--strategy", choices=kStrategies, default="model",
+                   help="what to measure: model (default: the model's best designs, then anomalies' neighbours, value "
+                        "pairs not measured yet, the model's most sensitive spots); random or anneal (measurements "
+                        "only, Collie's way): for comparison, as the recall benchmark does")
+    p.add_argument("--seed", type=int, help="the choosers' seed (default: the space's search.seed)")
     p.add_argument("--cluster", default="local", help="inventory YAML, or local (default)")
     p.add_argument("--out", default=str(root / "results"), help="results directory (explore/<id>/ inside it)")
     p.add_argument("--bin-dir", default=str(root / "build" / "bin"))
@@ -98,6 +108,14 @@ def _design_entry(space: Space, s: Scored) -> dict[str, Any]:
     return {"design": s.design, "predicted": s.value, "costs": s.costs,
             "metric_predicted": s.score.metric(space.objective.metric), "bottleneck": s.score.bottleneck,
             "bottleneck_label": s.score.bottleneck_label, "not_modeled": s.score.not_modeled, "error": s.score.error}
+
+
+def _group_entry(space: Space, scorer: Scorer, g: Group) -> dict[str, Any]:
+    """A best design with its ties (the values they span) and `rdmalab-model explain` of it."""
+    shown = ", ".join(span_text(k, g.spans[k], space.dims[k]) if k in g.spans else f"{k}={v}"
+                      for k, v in g.best.design.items())
+    return {**_design_entry(space, g.best), "tied": len(g.members), "spans": g.spans, "shown": shown,
+            "explain": scorer.explain(space.params(g.best.design))}
 
 
 def _spread(items: list[Scored], count: int) -> list[Scored]:
@@ -151,8 +169,9 @@ def main(argv: list[str], console: Console, root: pathlib.Path) -> Outcome:
     work = pathlib.Path(args.out).resolve() / "explore" / space.id
     work.mkdir(parents=True, exist_ok=True)
     run_id = new_run_id()
+    profile, profile_source = choose_profile(args, space, measured, console)
     model_cfg = RunConfig(backend="model", root=root, bin_dir=bin_dir, run_id=run_id, model_bin=model_bin,
-                          profile=args.profile)
+                          profile=profile)
     scorer = Scorer(model_exp, model_cfg, work / "scores.json")
 
     # 1. Search on the model.
@@ -178,14 +197,17 @@ def main(argv: list[str], console: Console, root: pathlib.Path) -> Outcome:
         return Outcome(kInterrupted)
     scorer.save()
     search_s = time.monotonic() - t0
+    search.progress = None
     valued = [s for s in scored if s.value is not None]
-    best = ranked(space, valued)[: int(space.search["top"])]
+    groups = collapse_ties(space, search, valued, int(space.search["top"]))
+    best = [g.best for g in groups]
     front = pareto_front(space, valued)
     sample = stratified(space, valued, int(space.search["stratified"]), int(space.search["seed"]))
     console.print(f"model: {len(scored)} designs scored in {search_s:.1f} s ({scorer.processes} model processes); "
                   f"{len(scored) - len(valued)} without a value; Pareto front: {len(front)} designs",
                   markup=False, highlight=False)
-    _print_best(space, best, console)
+    best_entries = [_group_entry(space, scorer, g) for g in groups]
+    _print_best(space, groups, best_entries, console)
 
     # 2. Measure on the backend; 3. anomalies.
     summary: dict[str, Any] = {
@@ -195,20 +217,21 @@ def main(argv: list[str], console: Console, root: pathlib.Path) -> Outcome:
             "costs": {k: e.text for k, e in space.costs.items()}, "constraints": [c.text for c in space.constraints],
             "mode": space.exp.mode},
         "backend": args.backend if measured else None,
-        "planted_fault": planted_fault() if measured and args.backend == "softnic" else None, "profile": scorer.request(space.params(space.baseline))["profile"],
+        "planted_fault": planted_fault() if measured and args.backend == "softnic" else None,
+        "profile": scorer.request(space.params(space.baseline))["profile"], "profile_source": profile_source,
+        "strategy": args.strategy if measured else None,
         "search": {"method": "exhaustive" if exhaustive else "annealing", "grid_designs": designs,
                    "scored": len(scored), "valued": len(valued), "seconds": round(search_s, 2),
                    "model_processes": scorer.processes, "seed": space.search["seed"]},
-        "best": [_design_entry(space, s) for s in best],
+        "best": best_entries,
         "pareto": [_design_entry(space, s) for s in front],
         "cloud": [{"value": s.value, "costs": s.costs} for s in _spread(ranked(space, valued), kCloudDesigns)],
-        "explain": [{"design": s.design, "text": scorer.explain(space.params(s.design))} for s in best[:kExplained]],
-        "measured": [], "anomalies": [], "typical_ratio": None}
+        "measured": [], "anomalies": [], "typical_ratio": None, "what_matters": what_matters(space, search, [])}
     rc = 0
     if measured:
         try:
             rc = _measure(space, search, args, bin_dir, model_bin, inv, work, run_id, deadline, console, best, front,
-                          sample, summary, root)
+                          sample, summary, root, profile)
         except KeyboardInterrupt:
             # Between the coordinator's runs (which stop on SIGINT themselves): stored points stay.
             console.print("interrupted: the points measured so far are stored; run it again to go on", markup=False)
@@ -221,49 +244,76 @@ def main(argv: list[str], console: Console, root: pathlib.Path) -> Outcome:
     return Outcome(rc, None if rc == kInterrupted else path)
 
 
+def choose_profile(args: argparse.Namespace, space: Space, measured: bool, console: Console) -> tuple[Optional[str], str]:
+    """The model's profile and where it comes from: --profile; else, measuring, the profile
+    fitted to the backend (anomalies are then the backend's, not the model's mismatch with it);
+    else the space's, with a warning when measuring."""
+    if args.profile:
+        return args.profile, "given"
+    if not measured or args.backend == "model":
+        return None, "space"
+    fitted = model_pass.fitted_profile(args.backend)
+    if fitted is not None:
+        console.print(f"model profile: {fitted}, fitted to {args.backend} (--profile to choose another)",
+                      markup=False, highlight=False, soft_wrap=True)
+        return str(fitted), "fitted"
+    console.print(f"warning: no profile is fitted to {args.backend} (./run_all.py calibrate --backend {args.backend} "
+                  f"fits one): the model predicts with the space's profile "
+                  f"{space.exp.model_params.get('profile', 'cx3')}, so the anomalies include the model's own mismatch "
+                  f"with {args.backend}", markup=False, highlight=False, soft_wrap=True)
+    return None, "space"
+
+
 def _measure(space: Space, search: Search, args: argparse.Namespace, bin_dir: pathlib.Path,
              model_bin: Optional[pathlib.Path], inv: inventory_mod.Inventory, work: pathlib.Path, run_id: str,
              deadline: Optional[float], console: Console, best: list[Scored], front: list[Scored],
-             sample: list[Scored], summary: dict[str, Any], root: pathlib.Path) -> int:
+             sample: list[Scored], summary: dict[str, Any], root: pathlib.Path, profile: Optional[str]) -> int:
     from .. import cli
     bench_schema = json.loads(cli.kBenchSchema.read_text()) if cli.kBenchSchema.is_file() else None
     kv_schema = json.loads(cli.kKvSchema.read_text()) if cli.kKvSchema.is_file() else None
     cfg = RunConfig(backend=args.backend, root=root, bin_dir=bin_dir, run_id=run_id, model_bin=model_bin,
-                    bench_schema=bench_schema, kv_schema=kv_schema, profile=args.profile)
+                    bench_schema=bench_schema, kv_schema=kv_schema, profile=profile)
     measurer = Measurer(space, cfg, inv, Store(work), console, work, args.budget_points, deadline)
     finder = Finder(space, search, measurer, summary["planted_fault"])
     if summary["planted_fault"]:
         console.print(f"softnic runs with a planted fault: {kPlantedFaultEnv}={summary['planted_fault']}",
                       markup=False, highlight=False, soft_wrap=True)
-    # A third of the budget is kept for shrinking (each step measures one design, two for a collapse).
-    room = max(1, args.budget_points - args.budget_points // 3)
-    chosen = _selection(space, best, front, sample, room)
-    console.print(f"measuring {len(chosen)} designs on {args.backend} (baseline, best, Pareto front, stratified sample; "
-                  f"budget {args.budget_points} points)", markup=False, highlight=False)
-    observations = finder.observe([d for d, _ in chosen])
+    seed = int(space.search["seed"]) if args.seed is None else args.seed
+    if args.strategy == "model":
+        room = max(1, args.budget_points // kFirstShare)
+        chosen = _selection(space, best, front, sample, room)
+        what = "baseline, best, Pareto front, stratified sample"
+        chooser: Any = ModelChooser(space, search, seed)
+    else:
+        chosen = [(space.baseline, ["baseline"])]
+        what = "the baseline"
+        chooser = (RandomChooser(space, seed) if args.strategy == "random"
+                   else AnnealChooser(space, seed, args.budget_points))
+    # Every point of the budget costs what a point of the space does (the fixed warmup and duration).
+    about = estimate_s(space.exp, space.exp.params, [{}] * args.budget_points, 1, args.backend)
+    console.print(f"measuring {len(chosen)} designs on {args.backend} ({what}), then choosing ({args.strategy}) and "
+                  f"shrinking each anomaly until the budget of {args.budget_points} points is spent (about "
+                  f"{describe_s(about)})", markup=False, highlight=False)
     why = {repr(d): w for d, w in chosen}
-    typical = typical_ratio(observations)
-    summary["typical_ratio"] = typical
-    anomalies = finder.find(observations, typical)
-    console.print(f"measured {len(observations)} designs; typical measured/predicted {typical or float('nan'):.3g}; "
-                  f"{len(anomalies)} anomalies", markup=False, highlight=False)
-    written = []
-    seen_minimal: set[str] = set()
-    for a in anomalies:
-        if typical is None or measurer.interrupted:
-            break
-        finder.shrink(a, typical)
-        key = repr((a.kind, a.minimal, a.minimal_neighbour, a.dim))
-        if key in seen_minimal:
-            continue
-        seen_minimal.add(key)
-        written.append(a)
-        finder.write(a, len(written), work / "anomalies")
-        console.print(f"anomaly {len(written)} ({a.kind}): needs {', '.join(a.kept) or 'nothing beyond the baseline'}"
-                      f" -> {a.file}", markup=False, highlight=False)
-    summary["anomalies"] = [dataclasses.asdict(a) for a in written]
+    explorer = Explorer(space, measurer, finder, chooser, why, summary, work, console)
+    explorer.observe([d for d, _ in chosen])
+    stopped = explorer.run()
+    coverage = getattr(chooser, "coverage", None)
+    console.print(f"measured {len(explorer.observations)} designs ({stopped}); typical measured/predicted "
+                  f"{summary['typical_ratio'] or float('nan'):.3g}, anomalous past {summary['ratio_limit']:.3g}x "
+                  f"either way; {len(explorer.written)} anomalies"
+                  + (f"; value pairs not measured: {coverage.missing()} of {len(coverage.possible)}" if coverage else ""),
+                  markup=False, highlight=False)
+    summary["anomalies"] = [dataclasses.asdict(a) for a in explorer.written]
+    summary["not_shrunk"] = [{"kind": a.kind, "design": a.design, "severity": a.severity}
+                             for a in explorer.unshrunk + explorer.pending()]
+    summary["unconfirmed"] = [{"kind": a.kind, "design": a.design, "severity": a.severity}
+                              for a in explorer.unconfirmed]
     all_obs = finder.observe(measurer.rows, run=False)
     summary["measured"] = [_observation_entry(search, o, why.get(repr(o.design), ["shrink"])) for o in all_obs]
+    summary["what_matters"] = what_matters(space, search, all_obs)
+    summary["stopped"] = stopped
+    summary["coverage"] = ({"pairs": len(coverage.possible), "missing": coverage.missing()} if coverage else None)
     summary["measure_file"] = str(measurer.path)
     summary["points_run"] = measurer.ran
     return kInterrupted if measurer.interrupted else 0
@@ -275,11 +325,12 @@ def _observation_entry(search: Search, o: Observation, why: list[str]) -> dict[s
             "point": o.point_id, "bottleneck": s.score.bottleneck, "costs": s.costs}
 
 
-def _print_best(space: Space, best: list[Scored], console: Console) -> None:
-    t = Table(title=f"best designs on the model ({space.objective.describe()})")
+def _print_best(space: Space, groups: list[Group], entries: list[dict[str, Any]], console: Console) -> None:
+    t = Table(title=f"best designs on the model ({space.objective.describe()}; ties within 1% that differ only in "
+                    f"dimensions without effect shown once)")
     for c in ("#", "design", "predicted", "bottleneck"):
         t.add_column(c)
-    for i, s in enumerate(best, 1):
-        t.add_row(str(i), ", ".join(f"{k}={v}" for k, v in s.design.items()), f"{s.value:.4g}",
-                  s.score.bottleneck_label or s.score.bottleneck or "")
+    for i, (g, e) in enumerate(zip(groups, entries), 1):
+        t.add_row(str(i), e["shown"] + (f" ({len(g.members)} designs)" if len(g.members) > 1 else ""),
+                  f"{g.best.value:.4g}", g.best.score.bottleneck_label or g.best.score.bottleneck or "")
     console.print(t)

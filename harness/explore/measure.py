@@ -143,28 +143,46 @@ class Measurer:
                 self.rows.append(d)
         todo_designs = [d for d in designs if not self.stored_final(d)]
         if todo_designs and not self.interrupted:
-            doc = experiment_document(self.space, self.space.id, f"{self.space.exp.title}: designs measured by explore",
-                                      f"The designs `./run_all.py explore {self.space.path.name}` measured "
-                                      f"(written by it; the point ids are those of the space).", self.rows)
-            write_experiment(self.path, doc)
-            loaded = load_all([Target(self.path, Reduction())], self.cfg.backend, self.cfg.bin_dir, self.cfg.model_bin)
-            exp = loaded.experiments[0][0]
-            points = {p.id: p for p in expand(exp, Reduction(), self.cfg.backend)}
+            exp, points = self._bound()
             wanted = [pid for d in todo_designs for pid in self.point_ids(d)
                       if self.store.status(self.cfg.backend, exp.id, pid) not in kFinalStatuses]
-            todo = [points[pid] for pid in wanted if pid in points]
-            stored = {pid: st for pid in points if (st := self.store.status(self.cfg.backend, exp.id, pid))}
-            while todo and self.left() > 0 and not self.out_of_time():
-                chunk_size = kChunkPoints if self.deadline is not None else len(todo)
-                chunk, todo = todo[:min(chunk_size, self.left())], todo[min(chunk_size, self.left()):]
-                coord = _Coordinator(self.cfg, self.inventory, self.store, Options(self.cfg.backend, resume=True),
-                                    self.console)
-                rc = coord.run([Planned(exp, list(points.values()), chunk, stored)])
-                self.ran += len(chunk)
-                if coord.interrupted or rc == 130:
-                    self.interrupted = True
-                    break
+            self._run(exp, list(points.values()), [points[pid] for pid in wanted if pid in points])
         return self.records(designs)
+
+    def again(self, design: dict[str, Any]) -> Optional[dict[str, Any]]:
+        """One more measurement of a measured design: its point one repeat past the space's
+        repeats (its own id, stored beside the others, so a resumed explore finds it). None: no
+        budget or time left, or interrupted."""
+        exp, points = self._bound()
+        point = design_point(exp, self.space.params(design), self.space.exp.repeats)
+        path = self.store.point_path(self.cfg.backend, exp.id, point.id)
+        if self.store.status(self.cfg.backend, exp.id, point.id) not in kFinalStatuses and not self.interrupted:
+            self._run(exp, [*points.values(), point], [point])
+        return json.loads(path.read_text()) if path.exists() else None
+
+    def _bound(self) -> tuple[Any, dict[str, Any]]:
+        """The measure file with every design asked for so far, validated for the backend, and its points."""
+        doc = experiment_document(self.space, self.space.id, f"{self.space.exp.title}: designs measured by explore",
+                                  f"The designs `./run_all.py explore {self.space.path.name}` measured "
+                                  f"(written by it; the point ids are those of the space).", self.rows)
+        write_experiment(self.path, doc)
+        loaded = load_all([Target(self.path, Reduction())], self.cfg.backend, self.cfg.bin_dir, self.cfg.model_bin)
+        exp = loaded.experiments[0][0]
+        return exp, {p.id: p for p in expand(exp, Reduction(), self.cfg.backend)}
+
+    def _run(self, exp: Any, points: list[Any], todo: list[Any]) -> None:
+        """Runs `todo` through the coordinator, as much as the budget and the deadline allow."""
+        stored = {p.id: st for p in points if (st := self.store.status(self.cfg.backend, exp.id, p.id))}
+        while todo and self.left() > 0 and not self.out_of_time():
+            chunk_size = kChunkPoints if self.deadline is not None else len(todo)
+            chunk, todo = todo[:min(chunk_size, self.left())], todo[min(chunk_size, self.left()):]
+            coord = _Coordinator(self.cfg, self.inventory, self.store, Options(self.cfg.backend, resume=True),
+                                 self.console)
+            rc = coord.run([Planned(exp, points, chunk, stored)])
+            self.ran += len(chunk)
+            if coord.interrupted or rc == 130:
+                self.interrupted = True
+                break
 
     def records(self, designs: list[dict[str, Any]]) -> dict[str, list[dict[str, Any]]]:
         """The stored points of every design that has some, keyed by repr of the design."""

@@ -130,18 +130,11 @@ class Search:
             else:
                 since_best += 1
             if since_best >= kRestartAfterSteps:
-                restart = self._random_design(rng)
+                restart = space.random_design(rng)
                 if restart is not None:
                     current, cur = restart, self.evaluate([restart])[0]
                     since_best = 0
         return list(self.seen.values())
-
-    def _random_design(self, rng: random.Random, tries: int = 200) -> Optional[dict[str, Any]]:
-        for _ in range(tries):
-            d = {k: rng.choice(v) for k, v in self.space.dims.items()}
-            if self.space.allowed(d):
-                return d
-        return None
 
 
 def pareto_front(space: Space, scored: list[Scored]) -> list[Scored]:

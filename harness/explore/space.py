@@ -17,6 +17,7 @@ import itertools
 import math
 import operator
 import pathlib
+import random
 from typing import Any, Iterator, Optional
 
 from .. import experiment as experiment_mod
@@ -150,6 +151,14 @@ class Space:
     def allowed(self, design: dict[str, Any]) -> bool:
         env = {**self.params(design), **self.costs_of(design)}
         return all(bool(c(env)) for c in self.constraints)
+
+    def random_design(self, rng: random.Random, tries: int = 200) -> Optional[dict[str, Any]]:
+        """A seeded random design the constraints allow; None after `tries` refused ones."""
+        for _ in range(tries):
+            d = {k: rng.choice(v) for k, v in self.dims.items()}
+            if self.allowed(d):
+                return d
+        return None
 
     def designs(self) -> Iterator[dict[str, Any]]:
         """Every design of the grid that satisfies the constraints."""

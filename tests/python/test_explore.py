@@ -177,9 +177,11 @@ def test_explore_report_loads_in_headless_chromium(resumed):
     body = re.search(r"<body[^>]*>", r.stdout)
     assert body, r.stdout[:2000] + r.stderr[-2000:]
     attrs = dict(re.findall(r'(data-[\w-]+)="([^"]*)"', body.group(0)))
-    assert attrs["data-sections"].split() == ["best", "measured", "pareto", "anomalies"]
-    assert attrs["data-images-total"] == attrs["data-images-loaded"] == "2" and attrs["data-images-broken"] == ""
-    assert "explain: " in r.stdout and "Pareto front" in r.stdout
+    assert attrs["data-sections"].split() == ["matters", "best", "measured", "pareto", "anomalies"]
+    assert attrs["data-images-total"] == attrs["data-images-loaded"] == "3" and attrs["data-images-broken"] == ""
+    assert "What matters" in r.stdout and "Pareto front" in r.stdout
+    # explain folded under every best design, not printed beside them.
+    assert r.stdout.count("<details><summary>#") == len(resumed["summary"]["best"]) > 0
 
 
 def planted_finder(space, measured):
