@@ -89,10 +89,13 @@ Point PointFromJson(const json& doc) {
   }
   json params = doc.value("params", json::object());
   if (!params.is_object()) throw ModelError("point field 'params' must be an object");
+  ApplyDefaults(draft, mode);
   for (const auto& [k, v] : params.items()) ApplyParam(draft, mode, k, v);
   p.clients = processes;
   p.peer_threads = processes * (p.mode == "kv" ? draft.client_threads : 1);
-  if (draft.clients_per_process > 0)  // rdmalab-kv: clients per client process
+  // rdmalab-kv: clients per client process; a point that names neither client processes nor
+  // clients leaves the count to the system (herd14's 51)
+  if (draft.clients_per_process > 0 && (processes > 0 || params.contains("clients")))
     p.clients = std::max<uint32_t>(processes, 1) * static_cast<uint32_t>(draft.clients_per_process);
   // the sequencer's clients keep rdmalab-bench's tx_depth requests in flight each
   if (p.mode == "sequencer" && p.tx_depth) p.window = p.tx_depth;

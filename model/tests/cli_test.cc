@@ -131,7 +131,7 @@ TEST(Cli, BadPointsFailWithOneLineNamingTheField) {
       {{{"profile", "cib"}, {"mode", "tput"}, {"params", {{"size", -1}}}}, "params.size = -1"},
       {{{"profile", "cib"}, {"mode", "tput"}, {"params", {{"verb", "read"}, {"connection", "UD"}}}}, "valid connections for read: RC, DC"},
       {{{"profile", "cx9"}, {"mode", "tput"}}, "unknown profile 'cx9' (valid: cib, cib-pciebench, cx, cx-nosql, cx3, cx3-pcie2, cx3-roce, cx5, cx6"},
-      {{{"profile", "cib"}, {"mode", "bw"}}, "valid: lat, tput, echo"},
+      {{{"profile", "cib"}, {"mode", "bw"}}, "valid: lat, tput, atomics, echo"},
       {{{"profile", "cib"}, {"mode", "tput"}, {"parms", {}}}, "unknown point field 'parms'"},
   };
   for (const auto& c : cases) {
