@@ -57,6 +57,7 @@ class Group:
     name: str
     summary: str
     params: tuple[str, ...]
+    display: str = ""   # a system's name in figures; empty: its name
 
 
 @dataclasses.dataclass(frozen=True)
@@ -93,7 +94,7 @@ def _group(raw: Any, kind: str, params: dict[str, Param], source: str) -> Group:
     unknown = [n for n in raw["params"] if n not in params]
     if unknown:
         raise DescribeError(f"{source}: {kind} {raw['name']} names parameters it does not declare: {', '.join(unknown)}")
-    return Group(raw["name"], str(raw.get("summary", "")), tuple(raw["params"]))
+    return Group(raw["name"], str(raw.get("summary", "")), tuple(raw["params"]), str(raw.get("display", "")))
 
 
 def from_json(doc: Any, path: str, source: str) -> Description:

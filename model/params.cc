@@ -531,12 +531,12 @@ std::vector<SystemDef> BuildSystems() {
   std::vector<SystemDef> systems;
   std::vector<std::string> every;  // the parameters every rdmalab-kv system reads (workers among them)
   for (const auto& entry : ProgramDoc(kKv)["systems"]) {
-    SystemDef system{entry["name"], entry["summary"], kKv, entry["params"]};
+    SystemDef system{entry["name"], entry.value("display", entry["name"]), entry["summary"], kKv, entry["params"]};
     if (systems.empty()) every = system.params;
     std::erase_if(every, [&](const std::string& p) { return !std::count(system.params.begin(), system.params.end(), p); });
     systems.push_back(system);
   }
-  systems.push_back({"read-based", kReadBasedSummary, kModel, every});
+  systems.push_back({"read-based", "READ-based bound", kReadBasedSummary, kModel, every});
   return systems;
 }
 
@@ -682,7 +682,8 @@ nlohmann::ordered_json DescribeJson() {
   }
   ojson systems = ojson::array();
   for (const auto& s : Systems())
-    systems.push_back({{"name", s.name}, {"summary", s.summary}, {"program", s.program}, {"params", s.params}});
+    systems.push_back(
+        {{"name", s.name}, {"display", s.display}, {"summary", s.summary}, {"program", s.program}, {"params", s.params}});
   ojson doc = ojson::object();
   doc["schema_version"] = "rdmalab-describe/1";
   doc["program"] = kModel;

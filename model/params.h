@@ -71,6 +71,7 @@ struct ModeDef {
 
 struct SystemDef {
   std::string name;  // a choice of params.system (rdmalab-kv's spelling)
+  std::string display;  // what figures call it
   std::string summary;
   std::string program;  // rdmalab-kv, or rdmalab-model for a bound the model draws alone
   std::vector<std::string> params;  // the kv parameters this system reads

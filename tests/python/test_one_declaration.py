@@ -84,7 +84,8 @@ def differences(model: dict[str, Any], programs: dict[str, dict[str, Any]]) -> l
         theirs = kv_systems.pop(system["name"], None)
         if system.get("program") == kModel:
             continue
-        if theirs is None or (system["summary"], system["params"]) != (theirs["summary"], theirs["params"]):
+        if theirs is None or [system[k] for k in ("display", "summary", "params")] != [
+                theirs.get(k) for k in ("display", "summary", "params")]:
             found.append(f"{kModel}: system {system['name']} differs from rdmalab-kv's")
     found += [f"rdmalab-kv system {name}: absent from {kModel}" for name in kv_systems]
     for mode in model["modes"]:
