@@ -179,8 +179,8 @@ const std::vector<Departure>& Departures() {
        "a point has one size (sweep size); unset: 32 B, where the program's mode picks (lat 8, tput 64, echo 32, "
        "sgbatch 64)"},
       {kBench, "tx_depth", R"({"default": null})",
-       "unset: unbounded, as the papers' testbeds kept every queue full; a prediction of a run gets the program's "
-       "default from the harness"},
+       "unset: the papers' testbeds, which kept every queue full (the sequencer's clients: HERD's 4 each); a "
+       "prediction of a run gets the program's default from the harness"},
       {kBench, "qp", R"({"default": null, "max": 16777216})",
        "unset: enough QPs to engage every processing unit; up to 16 Mi: QP-cache what-ifs beyond a host's"},
       {kBench, "threads", R"({"default": null, "max": 4096})",
