@@ -3,6 +3,10 @@ system and parameter with its type, range or choices, unit and scope.
 
 They are the one source of the names the harness accepts: experiment files are validated
 against them (validate.py) and only the parameters they declare are passed on (runner.py).
+rdmalab-model's takes the programs' declarations (model/programs.h): a name the two programs
+declare apart (keys, cq_mod, ...) is listed once per declaration, each naming its `modes`, and a
+parameter where the model departs from its program says so in `departs` (the program's own
+values, and why).
 A description is cached per build of a binary: the cache file is keyed by the binary's path,
 size and modification time, so a rebuilt binary is described again.
 """
@@ -43,6 +47,8 @@ class Param:
     effect: Optional[str] = None
     help: str = ""
     roles: Optional[tuple[str, ...]] = None  # the roles whose process reads it; None: not said (the model)
+    # The model's: the program's own values of the fields it departs from ({"default": 128, ...}).
+    departs_from: Optional[dict[str, Any]] = dataclasses.field(default=None, compare=False, hash=False)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -51,6 +57,7 @@ class Group:
     name: str
     summary: str
     params: tuple[str, ...]
+    display: str = ""   # a system's name in figures; empty: its name
 
 
 @dataclasses.dataclass(frozen=True)
@@ -61,6 +68,13 @@ class Description:
     params: dict[str, Param]
     modes: dict[str, Group]
     systems: dict[str, Group]
+    # Per mode, the declarations that replace `params` for it (a name declared apart per mode).
+    by_mode: dict[str, dict[str, Param]] = dataclasses.field(default_factory=dict)
+
+    def for_mode(self, mode: Optional[str]) -> "Description":
+        """The description as the mode sees it: its own declaration of each name declared apart."""
+        own = self.by_mode.get(mode or "")
+        return dataclasses.replace(self, params={**self.params, **own}, by_mode={}) if own else self
 
     def takes(self, mode: str, name: str) -> bool:
         """Whether the mode takes the parameter and an experiment may set it."""
@@ -80,7 +94,7 @@ def _group(raw: Any, kind: str, params: dict[str, Param], source: str) -> Group:
     unknown = [n for n in raw["params"] if n not in params]
     if unknown:
         raise DescribeError(f"{source}: {kind} {raw['name']} names parameters it does not declare: {', '.join(unknown)}")
-    return Group(raw["name"], str(raw.get("summary", "")), tuple(raw["params"]))
+    return Group(raw["name"], str(raw.get("summary", "")), tuple(raw["params"]), str(raw.get("display", "")))
 
 
 def from_json(doc: Any, path: str, source: str) -> Description:
@@ -89,23 +103,30 @@ def from_json(doc: Any, path: str, source: str) -> Description:
         version = doc.get("schema_version") if isinstance(doc, dict) else None
         raise DescribeError(f"{source}: schema_version is {version!r}, expected {kSchema!r}")
     params: dict[str, Param] = {}
+    by_mode: dict[str, dict[str, Param]] = {}
     for raw in doc.get("params") or []:
         if not isinstance(raw, dict) or not isinstance(raw.get("name"), str) or raw.get("type") not in kTypes:
             raise DescribeError(f"{source}: a parameter must have a name and a type among {', '.join(kTypes)}, "
                                 f"got {raw!r:.120}")
         choices = raw.get("choices")
-        params[raw["name"]] = Param(
+        departs = raw.get("departs")
+        param = Param(
             name=raw["name"], type=raw["type"], flag=raw.get("flag"), list=bool(raw.get("list", False)),
             unit=raw.get("unit"), min=raw.get("min"), max=raw.get("max"),
             choices=tuple(choices) if isinstance(choices, list) else None, default=raw.get("default"),
             scope=raw.get("scope", kScopeExperiment), effect=raw.get("effect"), help=str(raw.get("help", "")),
-            roles=tuple(raw["roles"]) if isinstance(raw.get("roles"), list) else None)
+            roles=tuple(raw["roles"]) if isinstance(raw.get("roles"), list) else None,
+            departs_from=departs.get("program") if isinstance(departs, dict) else None)
+        params.setdefault(param.name, param)
+        for mode in raw.get("modes") or []:
+            by_mode.setdefault(mode, {})[param.name] = param
     modes = {g.name: g for g in (_group(m, "mode", params, source) for m in doc.get("modes") or [])}
     if not modes:
         raise DescribeError(f"{source}: the description declares no mode")
     systems = {g.name: g for g in (_group(s, "system", params, source) for s in doc.get("systems") or [])}
     return Description(program=str(doc.get("program", pathlib.Path(path).name)), path=path,
-                       backends=tuple(doc.get("backends") or ()), params=params, modes=modes, systems=systems)
+                       backends=tuple(doc.get("backends") or ()), params=params, modes=modes, systems=systems,
+                       by_mode=by_mode)
 
 
 def cache_dir() -> pathlib.Path:

@@ -24,7 +24,6 @@ from .coordinator import Coordinator, Options, load_all, new_run_id, plan
 from .runner import RunConfig
 from .store import Store, fitted_root
 from .suites import Target
-from . import validate
 from .validate import model_binary
 from .yamlloc import ConfigError
 
@@ -61,25 +60,19 @@ def passes(out: pathlib.Path, backend: str) -> list[Pass]:
     return found
 
 
-def program_defaults(experiments: list[experiment_mod.Experiment], bin_dir: pathlib.Path) -> dict[str, dict[str, Any]]:
-    """Per experiment, the defaults of the program that runs it where the model, taking the same
-    parameter in the experiment's mode, would take another default: where a point leaves one unset,
-    the program ran with its default, and a prediction of that run must not take the model's own.
-    Defaults both agree on stay unsent, so that a name a point sets in another spelling (get_fraction
-    for put_fraction) is not overridden. A default the model's declaration refuses (another range or
-    choice set) is left out: the model then says what it cannot represent."""
+def program_defaults(experiments: list[experiment_mod.Experiment]) -> dict[str, dict[str, Any]]:
+    """Per experiment, the program's own default of each parameter whose default the model departs
+    from (unset, it predicts the papers' scale: tx_depth, qp, threads, workers, batch): where a point
+    leaves one unset, the program ran with its default, and a prediction of that run must take it.
+    The model's description states the program's value (`departs`); every other default is the
+    program's own declaration already."""
     found: dict[str, dict[str, Any]] = {}
     for exp in experiments:
-        errors: list[str] = []
-        resolved = validate.resolve_program(exp, bin_dir, errors)
-        model_desc = exp.program
-        if resolved is None or model_desc is None or exp.mode is None:
+        desc = exp.program
+        if desc is None or exp.mode is None:
             continue
-        program = resolved[1]
-        found[exp.id] = {name: p.default for name, p in program.params.items()
-                         if p.default is not None and program.takes(exp.mode, name) and model_desc.takes(exp.mode, name)
-                         and model_desc.params[name].default != p.default
-                         and validate.value_problem(model_desc.params[name], p.default) is None}
+        found[exp.id] = {name: p.departs_from["default"] for name, p in desc.params.items()
+                         if p.departs_from and p.departs_from.get("default") is not None and desc.takes(exp.mode, name)}
     return found
 
 
@@ -115,7 +108,7 @@ def predict(targets: list[Target], backend: str, out: pathlib.Path, bin_dir: pat
             store = Store(p.out)
             opts = Options(backend=kModel, resume=not force, force=force, sweep_backend=p.predicts_run_of)
             plans = plan(loaded.experiments, store, opts)
-            defaults = program_defaults([e for e, _ in loaded.experiments], bin_dir) if p.predicts_run_of else {}
+            defaults = program_defaults([e for e, _ in loaded.experiments]) if p.predicts_run_of else {}
         except ConfigError as exc:
             for m in exc.messages:
                 console.print(m, markup=False, highlight=False, soft_wrap=True)

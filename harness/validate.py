@@ -271,7 +271,7 @@ def load(exp: Experiment, backend: str, bin_dir: pathlib.Path, model_desc: Optio
     if backend == "model":
         if model_desc is None:
             return None
-        binary, desc = exp.binary, model_desc
+        binary, desc = exp.binary, model_desc.for_mode(exp.mode)
     else:
         found = resolve_program(exp, bin_dir, errors)
         if found is None:

@@ -56,6 +56,8 @@ json With(json base, const json& extra) {
   for (const auto& [k, v] : extra.items()) base[k] = v;
   return base;
 }
+const json kOutboundSendUd = With(kSendUd, {{"direction", "outbound"}});
+const json kBatchedSendUd = With(kOutboundSendUd, {{"post_list", 16}});  // a doorbell batch of 16
 
 struct Mapping {
   Mapping() = default;
@@ -66,10 +68,13 @@ struct Mapping {
   std::function<double(const Profile&, double published)> residual;
 };
 
-std::map<std::pair<std::string, std::string>, Mapping> BuildMappings() {
-  std::map<std::pair<std::string, std::string>, Mapping> m;
-  json out_send = With(kSendUd, {{"direction", "outbound"}});
-  json out_send_b = With(out_send, {{"post_list", 16}});
+// Published rows, keyed by (profile, what), each with the model's way to compute it.
+using Mappings = std::map<std::pair<std::string, std::string>, Mapping>;
+
+// The verb rates of guide16 (cib, cx3, cx) and herd14 (cx3-pcie2), each the prediction of one point.
+void AddRates(Mappings& m) {
+  const json& out_send = kOutboundSendUd;
+  const json& out_send_b = kBatchedSendUd;
   json out_hdr = With(out_send_b, {{"header_only", true}});
   json in_recv = {{"verb", "send"}, {"connection", "UD"}, {"size", 32}, {"direction", "inbound"}};
   json in_hdr = With(in_recv, {{"header_only", true}});
@@ -121,6 +126,10 @@ std::map<std::pair<std::string, std::string>, Mapping> BuildMappings() {
   Point echo_pt = P(echo, "echo");
   m[{"cx3-pcie2", "typical end-to-end (1/2 RTT) latency"}] = {
       [echo_pt](const Profile& prof) { return Evaluated{Predict(echo_pt, prof).lat_us / 2, "latency"}; }, "us"};
+}
+
+// The payloads from which inbound READs are link-bound, and the bounds guide16 derives.
+void AddBounds(Mappings& m) {
   // link-bound READ payloads (guide16 Sec. 5.3.1)
   for (auto [prof, what] : std::vector<std::pair<std::string, std::string>>{
            {"cx", "inbound READ link-bound from"}, {"cx3", "inbound READ link-bound from"},
@@ -149,6 +158,10 @@ std::map<std::pair<std::string, std::string>, Mapping> BuildMappings() {
     double lines = prof.pcie.DirectionBytesPerSec() / (kCacheLineBytes + prof.pcie.req_hdr_B);
     return Evaluated{lines / 2 / 1e6, "MMIO bw"};
   }};
+}
+
+// The window and core counts guide16 reports as best or needed.
+void AddCounts(Mappings& m) {
   // WQE cache vs window (guide16 Sec. 5.3.2): the simulator's best outbound 8 B READ
   // window, one QP per thread; ties go to the largest window within 1% of the best rate.
   auto best_window = [](uint32_t threads) {
@@ -170,12 +183,19 @@ std::map<std::pair<std::string, std::string>, Mapping> BuildMappings() {
   };
   m[{"cx3", "best outbound 8 B RC READ window (all cores)"}] = {best_window(8), "window"};
   m[{"cib", "best outbound 8 B RC READ window, 14 requester threads"}] = {best_window(14), "window"};
-  Point batched = P(out_send_b);
+  Point batched = P(kBatchedSendUd);
   m[{"cib", "cores needed to saturate PCIe with batched UD SENDs"}] = {
       [batched](const Profile& prof) {
         Prediction p = Predict(batched, prof);
         return Evaluated{std::ceil(p.mops * p.per_op.cpu_ns / 1000), p.bottleneck_label};
       }, "cores"};
+}
+
+Mappings BuildMappings() {
+  Mappings m;
+  AddRates(m);
+  AddBounds(m);
+  AddCounts(m);
   return m;
 }
 
@@ -307,6 +327,81 @@ void FitFields(Profile& prof, const std::vector<std::pair<std::string, Residual>
 
 std::string Str(const YAML::Node& n) { return n ? n.as<std::string>() : ""; }
 
+using Checks = decltype(BuildChecks());
+
+// The published row of (profile, what) in the calibration file; an empty node when none.
+YAML::Node PublishedOf(const YAML::Node& doc, const std::string& prof, const std::string& what) {
+  for (const auto& m : doc["measurements"])
+    if (Str(m["profile"]) == prof && Str(m["what"]) == what) return m;
+  return YAML::Node();
+}
+
+// Fits each profile's fitted fields to the published rows they name (three Gauss-Seidel rounds
+// in file order); the fits in `fits`.
+std::map<std::string, Profile> FitPublished(const YAML::Node& doc, const Mappings& mappings, const std::string& path,
+                                            const std::string& profile_dir, std::vector<FitResult>& fits) {
+  std::map<std::string, Profile> fitted;
+  for (const auto& name : {"cib", "cx3", "cx", "cx3-pcie2"}) fitted[name] = LoadProfile(name, profile_dir);
+  auto residual_for = [&](const std::string& prof, const std::string& what) -> Residual {
+    const YAML::Node m = PublishedOf(doc, prof, what);
+    auto it = mappings.find({prof, what});
+    if (it == mappings.end() || !m)
+      throw ModelError("profile " + prof + ": fit target '" + what + "' is not a mapped measurement in " + path);
+    Mapping mp = it->second;
+    if (mp.residual) {
+      double payload = m["payload_B"].as<double>();
+      return [mp, payload](const Profile& p) { return mp.residual(p, payload); };
+    }
+    double published = m["mops"] ? m["mops"].as<double>() : m["fraction"] ? m["fraction"].as<double>() : m["us"].as<double>();
+    return [mp, published](const Profile& p) { return mp.eval(p).value / published - 1; };
+  };
+  for (auto& [name, prof] : fitted) {
+    Profile stored = prof;
+    std::vector<std::pair<std::string, Residual>> targets;
+    for (const auto& field : prof.field_order)
+      if (prof.fits.count(field)) targets.push_back({field, residual_for(name, prof.fits.at(field))});
+    FitFields(prof, targets, 3, kPublishedSpan);
+    for (const auto& field : prof.field_order)
+      if (prof.fits.count(field))
+        fits.push_back({name, field, prof.fits.at(field), GetField(stored, field), GetField(prof, field)});
+  }
+  return fitted;
+}
+
+// A link-bound payload: the share of the NIC's limit the link's is at the published payload.
+void CompareLinkBound(CalibrationRow& row, double payload_B, const Mapping& mp, const Profile& prof, double tolerance) {
+  row.unit = mp.unit;
+  row.published = payload_B;
+  double share = mp.residual(prof, row.published) + 1;  // NIC limit / link limit at P
+  row.predicted = row.published;
+  row.pass = share >= 1 - tolerance;
+  row.predicted_bottleneck = share >= 1 ? "link bw" : "NIC";
+  row.note = "link limit is " + std::to_string(static_cast<int>(100 / share)) + "% of the NIC limit at " +
+             std::to_string(static_cast<int>(row.published)) + " B (link bound within " +
+             std::to_string(static_cast<int>(tolerance * 100)) + "% when >= " +
+             std::to_string(static_cast<int>(100 * (1 - tolerance))) + "%)";
+  row.error = 0;
+}
+
+// A published value (a rate, a bandwidth, a count) and its bottleneck against the prediction.
+void CompareValue(CalibrationRow& row, const YAML::Node& m, const Mapping& mp, const Profile& prof, double tolerance) {
+  row.unit = mp.unit;
+  for (const char* unit : {"mops", "MBps", "cores", "us", "window", "fraction"})
+    if (m[unit]) {
+      row.published = m[unit].as<double>();
+      row.unit = unit;
+    }
+  Evaluated ev = mp.eval(prof);
+  row.predicted = ev.value;
+  row.predicted_bottleneck = ev.bottleneck;
+  row.error = row.predicted / row.published - 1;
+  bool value_ok = row.unit == "cores" || row.unit == "window" ? row.predicted == row.published
+                                                               : std::fabs(row.error) <= tolerance + 1e-9;
+  bool bottleneck_ok = row.published_bottleneck.empty() || SameBottleneck(row.published_bottleneck, ev.bottleneck);
+  row.pass = value_ok && bottleneck_ok;
+  if (!bottleneck_ok) row.note = "bottleneck differs";
+}
+
 const std::vector<std::string> kVerbLevelModes = {"lat", "tput", "atomics", "sgbatch"};
 constexpr int kMeasuredRounds = 12;  // coupled fields (post cost and engine time) need more passes
 
@@ -332,41 +427,9 @@ CalibrationResult Calibrate(const std::string& calibration_path, const std::stri
   } catch (const YAML::Exception& e) {
     throw ModelError("cannot read calibration file " + calibration_path + ": " + e.what());
   }
-  auto mappings = BuildMappings();
-  auto checks = BuildChecks();
-  std::vector<std::string> names = ListProfiles(profile_dir);
-  std::map<std::string, Profile> fitted;
-  for (const auto& name : {"cib", "cx3", "cx", "cx3-pcie2"}) fitted[name] = LoadProfile(name, profile_dir);
-
-  auto published_of = [&](const std::string& prof, const std::string& what) -> YAML::Node {
-    for (const auto& m : doc["measurements"])
-      if (Str(m["profile"]) == prof && Str(m["what"]) == what) return m;
-    return YAML::Node();
-  };
-  auto residual_for = [&](const std::string& prof, const std::string& what)
-      -> std::function<double(const Profile&)> {
-    auto it = mappings.find({prof, what});
-    YAML::Node m = published_of(prof, what);
-    if (it == mappings.end() || !m) throw ModelError("profile " + prof + ": fit target '" + what + "' is not a mapped measurement in " + calibration_path);
-    Mapping mp = it->second;
-    if (mp.residual) {
-      double payload = m["payload_B"].as<double>();
-      return [mp, payload](const Profile& p) { return mp.residual(p, payload); };
-    }
-    double published = m["mops"] ? m["mops"].as<double>() : m["fraction"] ? m["fraction"].as<double>() : m["us"].as<double>();
-    return [mp, published](const Profile& p) { return mp.eval(p).value / published - 1; };
-  };
-  // Fit: three Gauss-Seidel rounds over each profile's fitted fields in file order.
-  for (auto& [name, prof] : fitted) {
-    Profile stored = prof;
-    std::vector<std::pair<std::string, Residual>> targets;
-    for (const auto& field : prof.field_order)
-      if (prof.fits.count(field)) targets.push_back({field, residual_for(name, prof.fits.at(field))});
-    FitFields(prof, targets, 3, kPublishedSpan);
-    for (const auto& field : prof.field_order)
-      if (prof.fits.count(field))
-        res.fits.push_back({name, field, prof.fits.at(field), GetField(stored, field), GetField(prof, field)});
-  }
+  const Mappings mappings = BuildMappings();
+  const Checks checks = BuildChecks();
+  const std::map<std::string, Profile> fitted = FitPublished(doc, mappings, calibration_path, profile_dir, res.fits);
   std::map<std::string, std::vector<std::string>> fitted_targets;
   for (const auto& f : res.fits) fitted_targets[f.profile].push_back(f.target);
 
@@ -378,59 +441,27 @@ CalibrationResult Calibrate(const std::string& calibration_path, const std::stri
     row.published_bottleneck = Str(m["bottleneck"]);
     auto& targets = fitted_targets[row.profile];
     row.fitted = std::find(targets.begin(), targets.end(), row.what) != targets.end();
+    auto mapping = mappings.find({row.profile, row.what});
     if (auto c = checks.find({row.profile, row.what}); c != checks.end()) {
       const Profile& prof = fitted.count(row.profile) ? fitted.at(row.profile) : fitted.at("cib");
       auto [ok, note] = c->second(prof);
       row.unit = "check";
       row.pass = ok;
       row.note = note;
-      res.rows.push_back(row);
-      continue;
-    }
-    auto it = mappings.find({row.profile, row.what});
-    if (it == mappings.end() || !fitted.count(row.profile)) {
+    } else if (mapping == mappings.end() || !fitted.count(row.profile)) {
       res.unmapped.push_back(row.profile + ": " + row.what);
       continue;
+    } else if (m["payload_B"]) {
+      CompareLinkBound(row, m["payload_B"].as<double>(), mapping->second, fitted.at(row.profile), tolerance);
+    } else {
+      CompareValue(row, m, mapping->second, fitted.at(row.profile), tolerance);
     }
-    const Profile& prof = fitted.at(row.profile);
-    const Mapping& mp = it->second;
-    row.unit = mp.unit;
-    if (m["payload_B"]) {
-      row.published = m["payload_B"].as<double>();
-      double share = mp.residual(prof, row.published) + 1;  // NIC limit / link limit at P
-      row.predicted = row.published;
-      row.pass = share >= 1 - tolerance;
-      row.predicted_bottleneck = share >= 1 ? "link bw" : "NIC";
-      row.note = "link limit is " + std::to_string(static_cast<int>(100 / share)) + "% of the NIC limit at " +
-                 std::to_string(static_cast<int>(row.published)) + " B (link bound within " +
-                 std::to_string(static_cast<int>(tolerance * 100)) + "% when >= " +
-                 std::to_string(static_cast<int>(100 * (1 - tolerance))) + "%)";
-      row.error = 0;
-      res.rows.push_back(row);
-      if (!row.pass) res.ok = false;
-      continue;
-    }
-    for (const char* unit : {"mops", "MBps", "cores", "us", "window", "fraction"})
-      if (m[unit]) {
-        row.published = m[unit].as<double>();
-        row.unit = unit;
-      }
-    Evaluated ev = mp.eval(prof);
-    row.predicted = ev.value;
-    row.predicted_bottleneck = ev.bottleneck;
-    row.error = row.predicted / row.published - 1;
-    bool value_ok = row.unit == "cores" || row.unit == "window" ? row.predicted == row.published : std::fabs(row.error) <= tolerance + 1e-9;
-    bool bottleneck_ok = row.published_bottleneck.empty() || SameBottleneck(row.published_bottleneck, ev.bottleneck);
-    row.pass = value_ok && bottleneck_ok;
-    if (!bottleneck_ok) row.note = "bottleneck differs";
-    if (!row.pass) res.ok = false;
     res.rows.push_back(row);
   }
   for (const auto& row : res.rows)
     if (!row.pass) res.ok = false;
   for (const auto& f : res.fits)
     if (std::fabs(f.fitted / f.stored - 1) > 0.01) res.ok = false;
-  (void)names;
   return res;
 }
 
@@ -443,28 +474,27 @@ void RequireVerbLevel(const json& point, const std::string& id) {
                      "profile must predict, never its input");
 }
 
-MeasuredFit FitMeasured(const json& doc, const std::string& profile_dir, double tolerance) {
-  if (!doc.is_object() || doc.value("schema_version", "") != "rdmalab-calibration-points/1")
-    throw ModelError("measured calibration: schema_version must be 'rdmalab-calibration-points/1'");
-  for (const char* key : {"extends", "points"})
-    if (!doc.contains(key)) throw ModelError(std::string("measured calibration: field '") + key + "' is missing");
-  MeasuredFit out;
-  out.profile = LoadProfile(doc["extends"].get<std::string>(), profile_dir);
-  Profile& prof = out.profile;
-  // facts of the host the run measured directly (cores), not fitted
-  const json facts = doc.value("facts", json::object());
+namespace {
+
+// The host facts a run measured directly (cores): set as they are, not fitted.
+void ApplyFacts(Profile& prof, const json& facts) {
   for (const auto& [path, fact] : facts.items()) {
     if (!FindField(path)) throw ModelError("measured calibration: facts." + path + " is not a profile field");
     SetField(prof, path, fact.at("value").get<double>());
     prof.sources[path] = fact.at("source").get<std::string>();
   }
-  struct Target {
-    MeasuredRow row;
-    Point pt;
-  };
-  std::vector<Target> targets;
-  for (const auto& m : doc["points"]) {
-    Target t;
+}
+
+// A measured point and the profile field it determines.
+struct MeasuredTarget {
+  MeasuredRow row;
+  Point pt;
+};
+
+std::vector<MeasuredTarget> ReadTargets(const json& points) {
+  std::vector<MeasuredTarget> targets;
+  for (const auto& m : points) {
+    MeasuredTarget t;
     t.row.id = m.at("id").get<std::string>();
     RequireVerbLevel(m.at("point"), t.row.id);
     t.pt = PointFromJson(m.at("point"));
@@ -481,13 +511,28 @@ MeasuredFit FitMeasured(const json& doc, const std::string& profile_dir, double 
     t.row.files = m.value("files", std::vector<std::string>{});
     targets.push_back(std::move(t));
   }
-  auto value = [](const Target& t, const Profile& p) {
+  return targets;
+}
+
+}  // namespace
+
+MeasuredFit FitMeasured(const json& doc, const std::string& profile_dir, double tolerance) {
+  if (!doc.is_object() || doc.value("schema_version", "") != "rdmalab-calibration-points/1")
+    throw ModelError("measured calibration: schema_version must be 'rdmalab-calibration-points/1'");
+  for (const char* key : {"extends", "points"})
+    if (!doc.contains(key)) throw ModelError(std::string("measured calibration: field '") + key + "' is missing");
+  MeasuredFit out;
+  out.profile = LoadProfile(doc["extends"].get<std::string>(), profile_dir);
+  Profile& prof = out.profile;
+  ApplyFacts(prof, doc.value("facts", json::object()));
+  std::vector<MeasuredTarget> targets = ReadTargets(doc["points"]);
+  auto value = [](const MeasuredTarget& t, const Profile& p) {
     Prediction pr = Predict(t.pt, p);
     return std::make_pair(t.row.metric == "mops" ? pr.mops : pr.lat_us, pr.bottleneck_label);
   };
   // one residual per field: the mean relative error of the points that determine it
   std::vector<std::pair<std::string, Residual>> residuals;
-  std::map<std::string, std::vector<const Target*>> by_field;
+  std::map<std::string, std::vector<const MeasuredTarget*>> by_field;
   for (const auto& t : targets)
     if (!t.row.field.empty()) {
       if (!by_field.count(t.row.field)) residuals.push_back({t.row.field, nullptr});
@@ -495,10 +540,10 @@ MeasuredFit FitMeasured(const json& doc, const std::string& profile_dir, double 
     }
   Profile stored = prof;
   for (auto& [field, residual] : residuals) {
-    std::vector<const Target*> mine = by_field[field];
+    std::vector<const MeasuredTarget*> mine = by_field[field];
     residual = [mine, value](const Profile& p) {
       double sum = 0;
-      for (const Target* t : mine) sum += value(*t, p).first / t->row.measured - 1;
+      for (const MeasuredTarget* t : mine) sum += value(*t, p).first / t->row.measured - 1;
       return sum / mine.size();
     };
   }
@@ -508,7 +553,7 @@ MeasuredFit FitMeasured(const json& doc, const std::string& profile_dir, double 
   for (const auto& [field, residual] : residuals) {
     std::string ids;
     std::vector<std::string> files;
-    for (const Target* t : by_field[field]) {
+    for (const MeasuredTarget* t : by_field[field]) {
       ids += (ids.empty() ? "" : ", ") + t->row.id;
       files.insert(files.end(), t->row.files.begin(), t->row.files.end());
     }

@@ -2,40 +2,290 @@
 
 #include <algorithm>
 #include <cmath>
-#include <limits>
 #include <sstream>
+
+#include "model/programs.h"
 
 namespace rdmalab::model {
 namespace {
 
 using nlohmann::json;
+using T = ParamType;
+using E = Effect;
+using Apply = void (*)(PointDraft&, const json&);
 
-constexpr double kMaxCount = 1ll << 50;  // integer ranges beyond any run, exact in a double
-constexpr uint64_t kBenchDefaultKeys = 4 << 20;  // rdmalab-bench --keys 0
+constexpr const char* kBench = "rdmalab-bench";
+constexpr const char* kKv = "rdmalab-kv";
+constexpr const char* kModel = "rdmalab-model";
+constexpr uint64_t kBenchDefaultKeys = 4 << 20;  // rdmalab-bench --keys 0 (its help says so)
 
-// Rows' apply functions: the value is already checked against the row's type, range, choices.
+// Rows' apply functions: the value is already checked against the declaration's type, range, choices.
 #define SET(field, T) [](PointDraft& d, const json& v) { d.p.field = static_cast<T>(v.get<int64_t>()); }
 #define SET_NUM(field) [](PointDraft& d, const json& v) { d.p.field = v.get<double>(); }
 #define SET_BOOL(field) [](PointDraft& d, const json& v) { d.p.field = v.get<bool>(); }
 #define SET_STR(field) [](PointDraft& d, const json& v) { d.p.field = v.get<std::string>(); }
 
-using T = ParamType;
-using E = Effect;
+// What the model makes of a program's parameter: its effect, how it sets the point, and a note
+// where the program's help does not say what the model does with it. A parameter of a program
+// without a row here changes no prediction (effect none): a program may add parameters, and
+// the model accepts each as the program does until it models it.
+struct EffectRow {
+  const char* name;
+  Effect effect;
+  Apply apply;
+  const char* note;
+};
 
-// The run-control parameters rdmalab-bench and rdmalab-kv share (rdma/flags.h and their own
-// tables): accepted by every mode a binary runs, none changes a rate or a latency.
-const std::vector<std::string> kRunControl = {"iters", "duration", "warmup", "validate", "seed",
-                                              "timeout", "cpus", "use_hugepages"};
-// The model's own knobs for the modes that predict a rate.
-const std::vector<std::string> kModelKnobs = {"link", "simulate", "sim_ops", "sim_exponential", "window_bound"};
-
-std::vector<std::string> Cat(std::initializer_list<std::vector<std::string>> parts) {
-  std::vector<std::string> out;
-  for (const auto& part : parts) out.insert(out.end(), part.begin(), part.end());
-  return out;
+const std::vector<EffectRow>& EffectRows() {
+  static const std::vector<EffectRow> rows = {
+      // verbs (rdmalab-bench)
+      {"verb", E::kModeled, [](PointDraft& d, const json& v) { d.verb = v.get<std::string>(); },
+       "unset: write (atomics: faa; sgbatch: send); *_inline: the payload goes inline"},
+      {"connection", E::kModeled, [](PointDraft& d, const json& v) { d.connection = v.get<std::string>(); },
+       "echo: the request's transport"},
+      {"size", E::kModeled, SET(size_B, int64_t), nullptr},
+      {"direction", E::kModeled, SET_STR(direction), "alltoall: roles.node nodes"},
+      {"tx_depth", E::kModeled, SET(tx_depth, uint32_t), "sequencer: a client's requests in flight"},
+      {"cq_mod", E::kModeled, SET(cq_mod, uint32_t),
+       "the sequencer's and HERD's responses: one in 64 (guide16), whatever the value"},
+      {"post_list", E::kModeled, SET(post_list, uint32_t),
+       "1 = WQE-by-MMIO, more = one doorbell and a DMA read of the batch"},
+      {"qp", E::kModeled, SET(qp, uint32_t), "QPs at the measured NIC"},
+      {"threads", E::kModeled,
+       [](PointDraft& d, const json& v) {
+         if (d.p.mode != "kv") d.p.threads = static_cast<uint32_t>(v.get<int64_t>());
+         else d.client_threads = static_cast<uint32_t>(v.get<int64_t>());
+       },
+       "the cores used at the measured host; kv: client threads per client process, which change only a "
+       "host-engine profile's prediction (the server's cores are `workers`)"},
+      {"inline_size", E::kModeled, [](PointDraft& d, const json& v) { d.inline_size = d.p.inline_size_B = v.get<int64_t>(); },
+       "the sequencer's 8-byte responses are always inline"},
+      {"sge", E::kModeled, SET(sge, uint32_t), nullptr},
+      {"header_only", E::kModeled, [](PointDraft& d, const json& v) { d.header_only = v.get<bool>(); }, nullptr},
+      {"lat_method", E::kModeled, [](PointDraft& d, const json& v) { d.p.lat_pingpong = v == "pingpong"; }, nullptr},
+      {"events", E::kNotModeled, SET_BOOL(events), "true is not modeled (interrupt and wake-up costs)"},
+      {"stack", E::kNotModeled, SET_STR(stack), "only rdma is modeled"},
+      {"io_batch", E::kNone, nullptr, "the kernel's and raw-packet stacks are not modeled"},
+      {"numa", E::kNotModeled, [](PointDraft& d, const json& v) { d.p.numa = v == "far" ? "far" : "near"; },
+       "far is not modeled (one memory)"},
+      {"page_offset", E::kNotModeled,
+       [](PointDraft& d, const json& v) { d.p.page_offset_B = static_cast<uint32_t>(std::max<int64_t>(0, v.get<int64_t>())); },
+       "> 0 is not modeled (DMAs split at page boundaries)"},
+      {"buffers", E::kNotModeled,
+       [](PointDraft& d, const json& v) { d.p.buffers = static_cast<uint32_t>(std::max<int64_t>(1, v.get<int64_t>())); },
+       "> 1 is not modeled (no cache of buffer contents)"},
+      {"distribution", E::kModeled,
+       [](PointDraft& d, const json& v) {
+         d.unkeyed = v == "none";
+         d.p.keyed = !d.unkeyed;
+         d.p.distribution = v == "zipf" ? "zipf" : "uniform";
+       },
+       nullptr},
+      {"placement", E::kModeled,
+       [](PointDraft& d, const json& v) {
+         d.p.placement = v.get<std::string>();
+         d.p.keyed = !d.unkeyed;
+       },
+       nullptr},
+      {"keys", E::kModeled,
+       [](PointDraft& d, const json& v) {
+         d.p.keys = v == 0 ? kBenchDefaultKeys : static_cast<uint64_t>(v.get<int64_t>());
+         d.p.keyed = !d.unkeyed;
+       },
+       nullptr},
+      {"zipf_theta", E::kModeled, SET_NUM(zipf_theta), nullptr},
+      {"all", E::kNotModeled, SET_BOOL(all_sizes), "true is not modeled: a point has one size (sweep size instead)"},
+      {"rdma_cm", E::kNone, nullptr, "connection setup, before measuring"},
+      // echo
+      {"request", E::kModeled, [](PointDraft& d, const json& v) { d.request = v.get<std::string>(); }, nullptr},
+      {"response", E::kModeled, [](PointDraft& d, const json& v) { d.response = v.get<std::string>(); }, nullptr},
+      {"response_connection", E::kModeled,
+       [](PointDraft& d, const json& v) { d.response_connection = v.get<std::string>(); }, nullptr},
+      {"accesses", E::kModeled, SET(accesses, uint32_t), nullptr},
+      {"prefetch", E::kModeled, SET_BOOL(prefetch), nullptr},
+      {"table_mb", E::kNone, nullptr, "the model charges every access as a DRAM miss whatever the table's size"},
+      // atomics
+      {"counters", E::kModeled, SET(counters, uint64_t), nullptr},
+      {"counter_stride", E::kNotModeled, SET(counter_stride_B, uint32_t),
+       "other than 8 is not modeled (lock buckets by address bits)"},
+      // sequencer
+      {"design", E::kModeled, SET_STR(design),
+       "herd-rpc-mq: 3 response QPs per core; atomics: FAA on one counter"},
+      {"count", E::kNone, nullptr, "the run's length; the model predicts the steady rate"},
+      {"batch", E::kModeled,
+       [](PointDraft& d, const json& v) {
+         d.p.post_list = static_cast<uint32_t>(v.get<int64_t>());
+         d.p.batch_given = true;
+       },
+       "1: one post each"},
+      // key-value systems (rdmalab-kv)
+      {"system", E::kNotModeled, SET_STR(system), "memcached and redis (kernel TCP) are not modeled"},
+      {"put_fraction", E::kModeled, SET_NUM(put_fraction), nullptr},
+      {"get_fraction", E::kModeled, [](PointDraft& d, const json& v) { d.p.put_fraction = 1 - v.get<double>(); },
+       nullptr},
+      {"key_size", E::kModeled, SET(key_B, uint32_t), nullptr},
+      {"value_size", E::kModeled, SET(value_B, uint32_t), nullptr},
+      {"window", E::kModeled, SET(window, uint32_t), nullptr},
+      {"clients", E::kModeled, [](PointDraft& d, const json& v) { d.clients_per_process = v.get<int64_t>(); },
+       "clients in all = roles.client x clients (a point without roles: herd14 Sec. 5's 51)"},
+      {"workers", E::kModeled, SET(threads, uint32_t), "one core each"},
+      {"core", E::kModeled, SET(core, int32_t), nullptr},
+      {"batching", E::kModeled, SET_BOOL(batching), nullptr},
+      {"queues", E::kModeled, SET(queues, uint32_t), nullptr},
+      {"lock_placement", E::kModeled, [](PointDraft& d, const json& v) { d.p.same_bits_locks = v == "same-bits"; },
+       "same-bits: every lock word in one of the NIC's lock buckets"},
+      {"store", E::kNotModeled, SET_STR(store), "full (checksummed tables, probing) is not modeled"},
+      {"corrupt", E::kNotModeled, SET(corrupt, uint64_t), "> 0 is not modeled"},
+      {"retry_ms", E::kNone, nullptr, "the model predicts a lossless run"},
+      {"log_mb", E::kNone, nullptr, "the model charges MICA lookups per operation whatever the log's size"},
+      {"index_log2", E::kNone, nullptr, "the model charges MICA lookups per operation"},
+      {"preload", E::kNone, nullptr, "the model assumes GETs hit"},
+      {"farm_load_factor", E::kNone, nullptr, "the full store is not modeled"},
+      {"farm_buffer_slots", E::kNone, nullptr, "the model charges each PUT's WRITE alone"},
+      {"lock_retries", E::kNone, nullptr, "the model assumes no contention on a lock word"},
+      {"hydradb_miss_path", E::kNone, nullptr, "the model predicts the steady state"},
+      // run control (rdmalab-bench and rdmalab-kv)
+      {"iters", E::kNone, nullptr, "the run's length; the model predicts the steady rate"},
+      {"duration", E::kNone, nullptr, "the run's length; the model predicts the steady rate"},
+      {"warmup", E::kNone, nullptr, "the model is warm"},
+      {"validate", E::kNone, nullptr, "the model assumes correct transfers"},
+      {"seed", E::kNone, nullptr, "the model uses the distributions, not draws"},
+      {"cpus", E::kNone, nullptr, "the model's cores are alike and near the NIC"},
+      {"use_hugepages", E::kNone, nullptr,
+       "the model's translation cache is charged only by key-addressed points"},
+  };
+  return rows;
 }
 
-// Levenshtein distance, for "nearest" suggestions.
+// Where the model deliberately departs from a program's declaration: `fields`, a JSON object
+// of the model's values, replaces the program's (--describe then shows both), for the reason
+// `why`; "more_choices" adds to the program's choices. Every other field is the program's.
+struct Departure {
+  const char* program;
+  const char* name;
+  const char* fields;
+  const char* why;
+};
+
+const std::vector<Departure>& Departures() {
+  static const std::vector<Departure> departures = {
+      {kBench, "verb", R"({"more_choices": ["send_inline"]})",
+       "send_inline: a SEND whose payload goes inline, which the program runs as send with --inline_size"},
+      {kBench, "connection", R"({"more_choices": ["DC"]})",
+       "DC: a dynamically connected transport the program cannot open"},
+      {kBench, "response_connection", R"({"more_choices": ["DC"]})",
+       "DC: a dynamically connected transport the program cannot open"},
+      {kBench, "size", R"({"list": false, "default": 32})",
+       "a point has one size (sweep size); unset: 32 B, where the program's mode picks (lat 8, tput 64, echo 32, "
+       "sgbatch 64)"},
+      {kBench, "tx_depth", R"({"default": null})",
+       "unset: the papers' testbeds, which kept every queue full (the sequencer's clients: HERD's 4 each); a "
+       "prediction of a run gets the program's default from the harness"},
+      {kBench, "qp", R"({"default": null, "max": 16777216})",
+       "unset: enough QPs to engage every processing unit; up to 16 Mi: QP-cache what-ifs beyond a host's"},
+      {kBench, "threads", R"({"default": null, "max": 4096})",
+       "unset: every core of the profile's host (the papers' servers); hosts beyond the program's 256 threads"},
+      {kBench, "batch", R"({"default": null})",
+       "unset: the requests a worker finds in a sweep, which the program's 16 only caps"},
+      {kKv, "system", R"({"more_choices": ["read-based"]})",
+       "read-based: the bound guide16 Fig. 9 draws for a READ-based store, which no program runs"},
+      {kKv, "workers", R"({"default": null, "max": 4096})",
+       "unset: every core of the profile's host (the papers' servers); hosts beyond the program's 64 workers"},
+      {kKv, "window", R"({"max": 65536})", "windows beyond what a client posts, for what-if exploration"},
+      {kKv, "clients", R"({"max": 1048576})", "client counts beyond a process's 1024, the papers' scale and past it"},
+      {kKv, "value_size", R"({"max": 1048576})", "values beyond the program's 1000 B, for what-if exploration"},
+  };
+  return departures;
+}
+
+// The model's own parameters: no program takes them.
+ParamDef Own(const char* name, ParamType type, const char* unit, double min, double max,
+             std::vector<std::string> choices, json default_value, const char* help, Apply apply, bool list = false) {
+  ParamDef d;
+  d.name = name;
+  d.program = kModel;
+  d.type = type;
+  d.list = list;
+  d.unit = unit ? json(unit) : json(nullptr);
+  d.min = min;
+  d.max = max;
+  d.choices = std::move(choices);
+  d.default_value = std::move(default_value);
+  d.help = help;
+  d.effect = E::kModeled;
+  d.apply = apply;
+  return d;
+}
+
+std::vector<ParamDef> OwnParams() {
+  return {
+      Own("inline_recv", T::kBoolean, nullptr, 0, 0, {}, false, "small payloads land in the CQE (inline-receive)",
+          SET_BOOL(inline_recv)),
+      Own("optimizations", T::kString, nullptr, 0, 0, {"none", "inline", "unsignaled", "uc"}, "none",
+          "echo: herd14's optimizations added to the point (inline, unsignaled responses, UC for RC)",
+          [](PointDraft& d, const json& v) { d.optimizations = v.get<std::vector<std::string>>(); }, true),
+      Own("link", T::kString, nullptr, 0, 0, {"ib", "roce"}, "ib",
+          "wire headers of InfiniBand or RoCE (profiles with a roce block)", SET_STR(link)),
+      Own("window_bound", T::kBoolean, nullptr, 0, 0, {}, true,
+          "Little's law (clients x window outstanding over the unloaded latency) bounds the rate; false assumes "
+          "enough clients (the papers' scale)",
+          SET_BOOL(window_bound)),
+      Own("simulate", T::kBoolean, nullptr, 0, 0, {}, false,
+          "run the discrete-event simulator (latency percentiles, cache effects)", SET_BOOL(simulate)),
+      Own("sim_ops", T::kInteger, "ops", 1000, 1ll << 34, {}, 1000000, "operations simulated", SET(sim_ops, uint64_t)),
+      Own("sim_exponential", T::kBoolean, nullptr, 0, 0, {}, false,
+          "exponential instead of deterministic service times in the simulator", SET_BOOL(sim_exponential)),
+      // pcie: guide16's formula tables
+      Own("formula", T::kString, nullptr, 0, 0, {"transfer", "wqe_header", "wqe_batch"}, "transfer",
+          "pcie: transfer (bytes of an x-byte transfer) | wqe_header (WQE header sizes) | wqe_batch (N WQEs)",
+          SET_STR(formula)),
+      Own("method", T::kString, nullptr, 0, 0, {"dma", "mmio", "doorbell"}, "dma",
+          "pcie: transfer by dma | mmio; wqe_batch by mmio | doorbell", SET_STR(method)),
+      Own("wqe_type", T::kString, nullptr, 0, 0, {"rc_uc", "ud", "recv"}, "rc_uc", "pcie, wqe_header: the WQE's kind",
+          SET_STR(wqe_type)),
+      Own("wqes", T::kInteger, "WRs", 1, 1 << 16, {}, 10, "pcie, wqe_batch: WQEs in the batch (N)",
+          SET(wqes, uint32_t)),
+      Own("wqe_size", T::kInteger, "bytes", 1, 1 << 16, {}, 65, "pcie, wqe_batch: bytes per WQE (D)",
+          SET(wqe_B, uint32_t)),
+  };
+}
+
+Prediction PredictFormulaMode(const Point&, const Profile&) {
+  throw ModelError("mode pcie evaluates a formula (bytes), not a rate: use `predict`, which prints its value");
+}
+
+// The model's side of a program's mode: its prediction and the parameters it takes beyond the
+// program's (the model's knobs, and what it predicts that the program refuses). A program's
+// mode without a row is described with the program's parameters and answers "not modeled".
+struct ModeEffect {
+  const char* name;
+  Prediction (*predict)(const Point&, const Profile&);
+  std::vector<std::string> adds;
+};
+
+const std::vector<ModeEffect>& ModeEffects() {
+  static const std::vector<ModeEffect> modes = {
+      {"lat", PredictVerb, {"sge", "header_only", "inline_recv", "link", "simulate", "sim_ops", "sim_exponential"}},
+      {"tput", PredictVerb, {"inline_recv", "link", "simulate", "sim_ops", "sim_exponential", "window_bound"}},
+      {"atomics", PredictVerb, {"connection", "link", "simulate", "sim_ops", "sim_exponential", "window_bound"}},
+      {"echo", PredictVerb,
+       {"sge", "header_only", "direction", "post_list", "qp", "optimizations", "link", "simulate", "sim_ops",
+        "sim_exponential", "window_bound"}},
+      {"sequencer", PredictSequencer,
+       {"iters", "duration", "warmup", "validate", "link", "simulate", "sim_ops", "sim_exponential", "window_bound"}},
+      {"sgbatch", PredictVerb,
+       {"verb", "header_only", "direction", "post_list", "qp", "threads", "all", "link", "simulate", "sim_ops",
+        "sim_exponential", "window_bound"}},
+      {"kv", PredictKv, {"link", "simulate", "sim_ops", "sim_exponential", "window_bound"}},
+  };
+  return modes;
+}
+
+// The model's own mode and system: nothing runs them.
+const char* const kPcieSummary = "guide16's PCIe formula tables (Fig. 2b, Table 1, Appendix A): bytes, not a rate";
+const std::vector<std::string> kPcieParams = {"formula", "method", "wqe_type", "wqes", "wqe_size", "size"};
+const char* const kReadBasedSummary = "the bound guide16 Fig. 9 draws for a READ-based store (2 READs per GET)";
+
 size_t Distance(const std::string& a, const std::string& b) {
   std::vector<size_t> row(b.size() + 1);
   for (size_t j = 0; j <= b.size(); ++j) row[j] = j;
@@ -99,7 +349,7 @@ const char* EffectName(Effect e) {
   return "?";
 }
 
-std::string Where(const ParamDef& d) { return "params." + std::string(d.name); }
+std::string Where(const ParamDef& d) { return "params." + d.name; }
 
 // The value as the row's type (strings of digits and "true"/"false" as the command line gives
 // them), checked against its range or choices.
@@ -163,334 +413,204 @@ json Checked(const ParamDef& d, const json& v) {
   return v;
 }
 
-std::vector<ParamDef> BuildParams() {
-  const json kNull = nullptr;
-  std::vector<ParamDef> t = {
-      // --- verbs (rdmalab-bench) ---
-      {"verb", T::kString, nullptr, 0, 0, {"read", "write", "write_inline", "send", "send_inline", "cas", "faa"},
-       kNull, E::kModeled, "the verb (default write; atomics faa; sgbatch send); *_inline: the payload goes inline",
-       [](PointDraft& d, const json& v) { d.verb = v.get<std::string>(); }},
-      {"connection", T::kString, nullptr, 0, 0, {"RC", "UC", "UD", "DC"}, "RC", E::kModeled,
-       "transport (echo: the request's)", [](PointDraft& d, const json& v) { d.connection = v.get<std::string>(); }},
-      {"size", T::kInteger, "bytes", 0, 1 << 30, {}, 32, E::kModeled, "payload bytes per message",
-       SET(size_B, int64_t)},
-      {"direction", T::kString, nullptr, 0, 0, {"inbound", "outbound", "alltoall"}, "inbound", E::kModeled,
-       "inbound (clients -> the measured server) | outbound | alltoall (roles.node nodes)", SET_STR(direction)},
-      {"tx_depth", T::kInteger, "WRs", 1, 1 << 20, {}, kNull, E::kModeled,
-       "outstanding WRs per QP (unset: unbounded; sequencer: a client's requests in flight, HERD's 4)",
-       SET(tx_depth, uint32_t)},
-      {"cq_mod", T::kInteger, "WRs", 1, 1 << 20, {}, 1, E::kModeled,
-       "signal one WR in N (selective signaling; the sequencer's and HERD's responses: one in 64, guide16)",
-       SET(cq_mod, uint32_t)},
-      {"post_list", T::kInteger, "WRs", 1, 4096, {}, 1, E::kModeled,
-       "WRs per post: 1 = WQE-by-MMIO, more = one doorbell and a DMA read of the batch", SET(post_list, uint32_t)},
-      {"qp", T::kInteger, "QPs", 1, 1 << 24, {}, kNull, E::kModeled,
-       "QPs at the measured NIC (unset: enough to engage every PU)", SET(qp, uint32_t)},
-      {"threads", T::kInteger, "threads", 1, 4096, {}, kNull, E::kModeled,
-       "threads per process, one core each: the cores used at the measured host (unset: all); kv: rdmalab-kv's "
-       "client threads per client process, which change only a host-engine profile's prediction (busy threads "
-       "sharing the host's cores; the server's cores are `workers`)",
-       [](PointDraft& d, const json& v) {
-         if (d.p.mode != "kv") d.p.threads = static_cast<uint32_t>(v.get<int64_t>());
-         else d.client_threads = static_cast<uint32_t>(v.get<int64_t>());
-       }},
-      {"inline_size", T::kInteger, "bytes", 0, 1 << 16, {}, kNull, E::kModeled,
-       "payloads up to this size go inline (unset: none by size; kv: HERD's responses, unset 192 B; the "
-       "sequencer's 8-byte responses are always inline)",
-       [](PointDraft& d, const json& v) { d.inline_size = d.p.inline_size_B = v.get<int64_t>(); }},
-      {"sge", T::kInteger, nullptr, 1, 1024, {}, 1, E::kModeled, "SGEs per WR (payload split evenly)",
-       SET(sge, uint32_t)},
-      {"header_only", T::kBoolean, nullptr, 0, 0, {}, false, E::kModeled,
-       "SENDs and WRITEs carry no payload, only a 4-byte immediate",
-       [](PointDraft& d, const json& v) { d.header_only = v.get<bool>(); }},
-      {"inline_recv", T::kBoolean, nullptr, 0, 0, {}, false, E::kModeled,
-       "model only: small payloads land in the CQE (inline-receive)", SET_BOOL(inline_recv)},
-      {"lat_method", T::kString, nullptr, 0, 0, {"completion", "pingpong"}, "completion", E::kModeled,
-       "completion: a signaled op until its CQE | pingpong: half a round trip",
-       [](PointDraft& d, const json& v) { d.p.lat_pingpong = v == "pingpong"; }},
-      {"events", T::kBoolean, nullptr, 0, 0, {}, false, E::kNotModeled,
-       "lat: sleep on a completion channel; true is not modeled (interrupt and wake-up costs)", SET_BOOL(events)},
-      {"stack", T::kString, nullptr, 0, 0, {"rdma", "udp", "tcp", "raw"}, "rdma", E::kNotModeled,
-       "rdma (verbs) | udp | tcp (kernel sockets) | raw (raw-packet QP): only rdma is modeled", SET_STR(stack)},
-      {"io_batch", T::kInteger, nullptr, 1, 1024, {}, 1, E::kNone,
-       "datagrams per sendmmsg or post list of stack udp|raw, which the model does not cover", nullptr},
-      {"numa", T::kString, nullptr, 0, 0, {"device", "near", "far"}, "device", E::kNotModeled,
-       "source buffers on the device's NUMA node (device, near) or another (far: not modeled, one memory)",
-       [](PointDraft& d, const json& v) { d.p.numa = v == "far" ? "far" : "near"; }},
-      {"page_offset", T::kInteger, "bytes", -1, 4095, {}, -1, E::kNotModeled,
-       "each source buffer starts this far into its own page (-1: packed); > 0 is not modeled (DMAs split at "
-       "page boundaries)",
-       [](PointDraft& d, const json& v) { d.p.page_offset_B = static_cast<uint32_t>(std::max<int64_t>(0, v.get<int64_t>())); }},
-      {"buffers", T::kInteger, nullptr, 0, 1 << 20, {}, 0, E::kNotModeled,
-       "source buffers cycled over (0: one per slot of the window); > 1 is not modeled (no cache of buffer "
-       "contents)",
-       [](PointDraft& d, const json& v) { d.p.buffers = static_cast<uint32_t>(std::max<int64_t>(1, v.get<int64_t>())); }},
-      {"distribution", T::kString, nullptr, 0, 0, {"none", "uniform", "zipf"}, kNull, E::kModeled,
-       "key popularity (tput: READs address values by key unless none, the default; kv: default uniform)",
-       [](PointDraft& d, const json& v) {
-         d.unkeyed = v == "none";
-         d.p.keyed = !d.unkeyed;
-         d.p.distribution = v == "zipf" ? "zipf" : "uniform";
-       }},
-      {"placement", T::kString, nullptr, 0, 0, {"clustered", "unclustered"}, "clustered", E::kModeled,
-       "values in popularity order (clustered) or a random page each (unclustered)",
-       [](PointDraft& d, const json& v) {
-         d.p.placement = v.get<std::string>();
-         d.p.keyed = !d.unkeyed;
-       }},
-      {"keys", T::kInteger, "keys", 0, kMaxCount, {}, 8 << 20, E::kModeled,
-       "distinct keys (0: rdmalab-bench's default, 4 Mi)",
-       [](PointDraft& d, const json& v) {
-         d.p.keys = v == 0 ? kBenchDefaultKeys : static_cast<uint64_t>(v.get<int64_t>());
-         d.p.keyed = !d.unkeyed;
-       }},
-      {"zipf_theta", T::kNumber, nullptr, 0, 0.9999, {}, 0.99, E::kModeled, "Zipf skew (YCSB: 0.99)",
-       SET_NUM(zipf_theta)},
-      // --- echo ---
-      {"request", T::kString, nullptr, 0, 0, {"write", "send"}, "write", E::kModeled, "echo: request verb",
-       [](PointDraft& d, const json& v) { d.request = v.get<std::string>(); }},
-      {"response", T::kString, nullptr, 0, 0, {"write", "send"}, "send", E::kModeled, "echo: response verb",
-       [](PointDraft& d, const json& v) { d.response = v.get<std::string>(); }},
-      {"response_connection", T::kString, nullptr, 0, 0, {"RC", "UC", "UD", "DC"}, kNull, E::kModeled,
-       "echo: response transport (unset: UD for SEND responses, else the request's)",
-       [](PointDraft& d, const json& v) { d.response_connection = v.get<std::string>(); }},
-      {"optimizations", T::kString, nullptr, 0, 0, {"none", "inline", "unsignaled", "uc"}, "none", E::kModeled,
-       "model only, echo: herd14's optimizations added to the point (inline, unsignaled responses, UC for RC)",
-       [](PointDraft& d, const json& v) { d.optimizations = v.get<std::vector<std::string>>(); }, true},
-      {"accesses", T::kInteger, nullptr, 0, 64, {}, 0, E::kModeled, "echo server: random memory accesses per request",
-       SET(accesses, uint32_t)},
-      {"prefetch", T::kBoolean, nullptr, 0, 0, {}, false, E::kModeled,
-       "echo server: prefetch the accesses of the next requests", SET_BOOL(prefetch)},
-      {"table_mb", T::kInteger, "MiB", 1, 1 << 16, {}, 64, E::kNone,
-       "echo server: the randomly accessed table; the model charges every access as a DRAM miss whatever its size",
-       nullptr},
-      // --- atomics ---
-      {"counters", T::kInteger, nullptr, 1, kMaxCount, {}, 1, E::kModeled, "atomics: counters hit at random (Z)",
-       SET(counters, uint64_t)},
-      {"counter_stride", T::kInteger, "bytes", 8, 1 << 20, {}, 8, E::kNotModeled,
-       "atomics: bytes between counters; other than 8 is not modeled (lock buckets by address bits)",
-       SET(counter_stride_B, uint32_t)},
-      // --- sequencer ---
-      {"design", T::kString, nullptr, 0, 0, {"herd-rpc", "herd-rpc-batch", "herd-rpc-mq", "spec-s0", "atomics"},
-       "herd-rpc", E::kModeled,
-       "sequencer: HERD-RPC, +doorbell batching, +multi-queue (3 response QPs per core), Spec-S0, or FAA on one "
-       "counter", SET_STR(design)},
-      {"count", T::kInteger, nullptr, 1, kMaxCount, {}, 1000000, E::kNone,
-       "sequencer: integers handed out in total (the run's length)", nullptr},
-      {"batch", T::kInteger, "WRs", 1, 4096, {}, kNull, E::kModeled,
-       "sequencer: responses per doorbell (1: one post each; unset: the requests a worker finds in a sweep)",
-       [](PointDraft& d, const json& v) {
-         d.p.post_list = static_cast<uint32_t>(v.get<int64_t>());
-         d.p.batch_given = true;
-       }},
-      // --- key-value systems (rdmalab-kv) ---
-      {"system", T::kString, nullptr, 0, 0, {}, "herd", E::kNotModeled,
-       "kv: the key-value system (see systems); memcached and redis (kernel TCP) are not modeled", SET_STR(system)},
-      {"put_fraction", T::kNumber, nullptr, 0, 1, {}, 0.05, E::kModeled, "kv: fraction of operations that are PUTs",
-       SET_NUM(put_fraction)},
-      {"get_fraction", T::kNumber, nullptr, 0, 1, {}, kNull, E::kModeled,
-       "kv: fraction of operations that are GETs (instead of put_fraction)",
-       [](PointDraft& d, const json& v) { d.p.put_fraction = 1 - v.get<double>(); }},
-      {"key_size", T::kInteger, "bytes", 1, 1024, {}, 16, E::kModeled, "kv: key bytes", SET(key_B, uint32_t)},
-      {"value_size", T::kInteger, "bytes", 0, 1 << 20, {}, 32, E::kModeled, "kv: value bytes", SET(value_B, uint32_t)},
-      {"window", T::kInteger, nullptr, 1, 1 << 16, {}, 4, E::kModeled, "kv: requests in flight per client",
-       SET(window, uint32_t)},
-      {"clients", T::kInteger, "clients", 1, 1 << 20, {}, 1, E::kModeled,
-       "kv: clients per client process; clients in all = roles.client x clients (no roles and no clients: 51, "
-       "herd14 Sec. 5)",
-       [](PointDraft& d, const json& v) { d.clients_per_process = v.get<int64_t>(); }},
-      {"workers", T::kInteger, "threads", 1, 4096, {}, kNull, E::kModeled,
-       "kv: server worker threads, one core each (HERD: and one key partition; unset: all cores)", SET(threads, uint32_t)},
-      {"core", T::kInteger, nullptr, -1, 4095, {}, -1, E::kModeled,
-       "kv (HERD): the throughput of worker K alone (herd14 Fig. 14); -1: all", SET(core, int32_t)},
-      {"batching", T::kBoolean, nullptr, 0, 0, {}, false, E::kModeled,
-       "kv (HERD): answer a sweep's requests with one doorbell (guide16)", SET_BOOL(batching)},
-      {"queues", T::kInteger, "QPs", 1, 64, {}, 1, E::kModeled,
-       "kv (HERD): response UD QPs per worker (guide16 multi-queue: 3)", SET(queues, uint32_t)},
-      {"lock_placement", T::kString, nullptr, 0, 0, {"spread", "same-bits"}, "spread", E::kModeled,
-       "kv (DrTM): lock words 8 B apart (spread over the NIC's lock buckets) or sharing their 12 low address bits "
-       "(one bucket)",
-       [](PointDraft& d, const json& v) { d.p.same_bits_locks = v == "same-bits"; }},
-      {"store", T::kString, nullptr, 0, 0, {"emulated", "full"}, "emulated", E::kNotModeled,
-       "kv (Pilaf, FaRM): herd14's emulated designs; full (checksummed tables, probing) is not modeled",
-       SET_STR(store)},
-      {"corrupt", T::kInteger, "keys", 0, 1 << 30, {}, 0, E::kNotModeled,
-       "kv, full stores: keys corrupted on purpose to test checksums; > 0 is not modeled", SET(corrupt, uint64_t)},
-      {"retry_ms", T::kNumber, "ms", 0.01, 1e6, {}, kNull, E::kNone,
-       "kv: resend a request unanswered this long; the model predicts a lossless run", nullptr},
-      {"log_mb", T::kInteger, "MiB", 1, 1 << 16, {}, kNull, E::kNone,
-       "kv (HERD): cache log per worker; the model charges MICA lookups per operation whatever its size", nullptr},
-      {"index_log2", T::kInteger, nullptr, 0, 30, {}, 0, E::kNone,
-       "kv (HERD): log2 of index buckets per worker; the model charges MICA lookups per operation", nullptr},
-      {"preload", T::kBoolean, nullptr, 0, 0, {}, false, E::kNone,
-       "kv: load every key before the run; the model assumes GETs hit", nullptr},
-      {"farm_load_factor", T::kNumber, nullptr, 0.05, 4, {}, kNull, E::kNone,
-       "kv (FaRM, store full): keys per home bucket; the full store is not modeled", nullptr},
-      {"farm_buffer_slots", T::kInteger, nullptr, 0, 1 << 16, {}, 0, E::kNone,
-       "kv (FaRM): slots of a client's PUT buffer; the model charges each PUT's WRITE alone", nullptr},
-      {"lock_retries", T::kInteger, nullptr, 0, 1 << 30, {}, kNull, E::kNone,
-       "kv (DrTM): lock CASes retried before a PUT is refused; the model assumes no contention on a lock word",
-       nullptr},
-      {"hydradb_miss_path", T::kBoolean, nullptr, 0, 0, {}, false, E::kNone,
-       "kv (HydraDB): a client's first GET of a key asks the server; the model predicts the steady state",
-       nullptr},
-      {"protocol", T::kString, nullptr, 0, 0, {"text", "binary"}, "text", E::kNone,
-       "kv (memcached): wire protocol; memcached is not modeled", nullptr},
-      {"pipeline", T::kBoolean, nullptr, 0, 0, {}, false, E::kNone,
-       "kv (memcached, redis): pipelined TCP connection; TCP systems are not modeled", nullptr},
-      {"server_bin", T::kString, nullptr, 0, 0, {}, kNull, E::kNone,
-       "kv (memcached, redis): the server program; TCP systems are not modeled", nullptr},
-      {"bind", T::kString, nullptr, 0, 0, {}, kNull, E::kNone,
-       "kv (memcached, redis): listening address; TCP systems are not modeled", nullptr},
-      {"tcp_port", T::kInteger, nullptr, 0, 65535, {}, 0, E::kNone,
-       "kv (memcached, redis): server port; TCP systems are not modeled", nullptr},
-      // --- run control (rdmalab-bench and rdmalab-kv) ---
-      {"iters", T::kInteger, "ops", 1, kMaxCount, {}, kNull, E::kNone,
-       "operations per thread or client: the run's length; the model predicts the steady rate", nullptr},
-      {"duration", T::kNumber, "s", 0, 1e7, {}, kNull, E::kNone, "measure this long: the run's length", nullptr},
-      {"warmup", T::kNumber, "s", 0, 1e7, {}, 0.2, E::kNone, "warm-up before measuring: the model is warm", nullptr},
-      {"validate", T::kBoolean, nullptr, 0, 0, {}, false, E::kNone,
-       "check the bytes moved; the model assumes correct transfers", nullptr},
-      {"seed", T::kInteger, nullptr, 0, 1ll << 62, {}, 1, E::kNone,
-       "random seed; the model uses the distributions, not draws", nullptr},
-      {"timeout", T::kNumber, "s", 0.1, 1e7, {}, 60, E::kNone, "whole-run deadline", nullptr, false, true},
-      {"cpus", T::kString, nullptr, 0, 0, {}, kNull, E::kNone,
-       "CPUs for the threads; the model's cores are alike and near the NIC", nullptr},
-      {"use_hugepages", T::kBoolean, nullptr, 0, 0, {}, false, E::kNone,
-       "hugepages for registered memory; the model's translation cache is charged only by key-addressed points",
-       nullptr},
-      {"rdma_cm", T::kBoolean, nullptr, 0, 0, {}, false, E::kNone,
-       "connect QPs through rdma_cm: connection setup, before measuring", nullptr},
-      {"all", T::kBoolean, nullptr, 0, 0, {}, false, E::kNotModeled,
-       "sweep sizes 2..2^23 in one run; true is not modeled (a point has one size: sweep size instead)",
-       SET_BOOL(all_sizes)},
-      // --- the model's own ---
-      {"link", T::kString, nullptr, 0, 0, {"ib", "roce"}, "ib", E::kModeled,
-       "model only: wire headers of InfiniBand or RoCE (profiles with a roce block)", SET_STR(link)},
-      {"window_bound", T::kBoolean, nullptr, 0, 0, {}, true, E::kModeled,
-       "model only: Little's law (clients x window outstanding over the unloaded latency) bounds the rate; "
-       "false assumes enough clients (the papers' scale)", SET_BOOL(window_bound)},
-      {"simulate", T::kBoolean, nullptr, 0, 0, {}, false, E::kModeled,
-       "model only: run the discrete-event simulator (latency percentiles, cache effects)", SET_BOOL(simulate)},
-      {"sim_ops", T::kInteger, "ops", 1000, 1ll << 34, {}, 1000000, E::kModeled,
-       "model only: operations simulated", SET(sim_ops, uint64_t)},
-      {"sim_exponential", T::kBoolean, nullptr, 0, 0, {}, false, E::kModeled,
-       "model only: exponential instead of deterministic service times in the simulator", SET_BOOL(sim_exponential)},
-      // --- pcie: guide16's formula tables ---
-      {"formula", T::kString, nullptr, 0, 0, {"transfer", "wqe_header", "wqe_batch"}, "transfer", E::kModeled,
-       "pcie: transfer (bytes of an x-byte transfer) | wqe_header (WQE header sizes) | wqe_batch (N WQEs)",
-       SET_STR(formula)},
-      {"method", T::kString, nullptr, 0, 0, {"dma", "mmio", "doorbell"}, "dma", E::kModeled,
-       "pcie: transfer by dma | mmio; wqe_batch by mmio | doorbell", SET_STR(method)},
-      {"wqe_type", T::kString, nullptr, 0, 0, {"rc_uc", "ud", "recv"}, "rc_uc", E::kModeled,
-       "pcie, wqe_header: the WQE's kind", SET_STR(wqe_type)},
-      {"wqes", T::kInteger, "WRs", 1, 1 << 16, {}, 10, E::kModeled, "pcie, wqe_batch: WQEs in the batch (N)",
-       SET(wqes, uint32_t)},
-      {"wqe_size", T::kInteger, "bytes", 1, 1 << 16, {}, 65, E::kModeled, "pcie, wqe_batch: bytes per WQE (D)",
-       SET(wqe_B, uint32_t)},
-  };
-  for (auto& row : t)
-    if (std::string(row.name) == "system")
-      for (const auto& s : Systems()) row.choices.push_back(s.name);
-  return t;
+Prediction PredictUnmodeledMode(const Point& pt, const Profile&) {
+  throw NotModeled("mode " + pt.mode + ": the model has no prediction for it yet (model/params.cc ModeEffects)");
 }
 
-Prediction PredictFormulaMode(const Point&, const Profile&) {
-  throw ModelError("mode pcie evaluates a formula (bytes), not a rate: use `predict`, which prints its value");
+const json& ProgramDoc(const std::string& program) {
+  static const json bench = json::parse(kBenchDescription);
+  static const json kv = json::parse(kKvDescription);
+  return program == kBench ? bench : kv;
+}
+
+ParamType TypeOf(const std::string& type) {
+  if (type == "integer") return T::kInteger;
+  if (type == "number") return T::kNumber;
+  if (type == "boolean") return T::kBoolean;
+  return T::kString;
+}
+
+// The departure's fields over the program's entry; the program's own values of them in `departs`.
+json Departed(const std::string& program, const json& entry, json& departs) {
+  json declared = entry;
+  for (const auto& dep : Departures()) {
+    if (program != dep.program || entry["name"] != dep.name) continue;
+    json own = json::object();
+    const json fields = json::parse(dep.fields);
+    for (const auto& [field, value] : fields.items()) {
+      if (field == "more_choices") {
+        own["choices"] = entry["choices"];
+        for (const auto& choice : value) declared["choices"].push_back(choice);
+      } else {
+        own[field] = entry.contains(field) ? entry[field] : json(nullptr);
+        declared[field] = value;
+      }
+    }
+    departs = {{"program", own}, {"why", dep.why}};
+  }
+  return declared;
+}
+
+// A program's parameter as the model takes it: the program's declaration, any departure, the
+// model's effect.
+ParamDef FromProgram(const std::string& program, const json& entry) {
+  ParamDef d;
+  const json declared = Departed(program, entry, d.departs);
+  d.name = declared["name"];
+  d.program = program;
+  d.type = TypeOf(declared["type"]);
+  d.list = declared.value("list", false);
+  d.unit = declared["unit"];
+  if (declared.contains("min")) {
+    d.min = declared["min"].get<double>();
+    d.max = declared["max"].get<double>();
+  }
+  if (declared.contains("choices")) d.choices = declared["choices"].get<std::vector<std::string>>();
+  d.default_value = declared["default"];
+  d.coordinator = declared["scope"] == "coordinator";
+  d.help = declared["help"];
+  for (const auto& row : EffectRows()) {
+    if (d.name != row.name) continue;
+    d.effect = row.effect;
+    d.apply = row.apply;
+    d.effect_note = row.note ? row.note : "";
+  }
+  if (d.effect == E::kNone && d.effect_note.empty()) d.effect_note = "what the program does with it changes no prediction";
+  return d;
+}
+
+std::vector<ParamDef> ProgramParams(const std::string& program) {
+  std::vector<ParamDef> params;
+  for (const auto& entry : ProgramDoc(program)["params"]) params.push_back(FromProgram(program, entry));
+  return params;
+}
+
+const std::vector<ParamDef>& BenchParams() {
+  static const std::vector<ParamDef> params = ProgramParams(kBench);
+  return params;
+}
+
+const std::vector<ParamDef>& KvParams() {
+  static const std::vector<ParamDef> params = ProgramParams(kKv);
+  return params;
+}
+
+const std::vector<ParamDef>& ModelParams() {
+  static const std::vector<ParamDef> params = OwnParams();
+  return params;
+}
+
+const ParamDef* FindIn(const std::vector<ParamDef>& params, const std::string& name) {
+  for (const auto& p : params)
+    if (p.name == name) return &p;
+  return nullptr;
+}
+
+// A program's mode with the model's effect: its prediction and the parameters the model adds.
+ModeDef FromProgramMode(const std::string& program, const json& entry, const std::vector<ParamDef>* declarations) {
+  ModeDef mode{entry["name"], entry["summary"], program, declarations, entry["params"], {}, PredictUnmodeledMode};
+  for (const auto& effect : ModeEffects()) {
+    if (mode.name != effect.name) continue;
+    mode.predict = effect.predict;
+    mode.model_adds = effect.adds;
+    mode.params.insert(mode.params.end(), effect.adds.begin(), effect.adds.end());
+  }
+  return mode;
 }
 
 std::vector<ModeDef> BuildModes() {
-  const std::vector<std::string> verb = {"verb", "connection", "size", "tx_depth", "cq_mod", "inline_size", "sge",
-                                         "header_only"};
-  const std::vector<std::string> many = {"direction", "post_list", "qp", "threads"};
-  return {
-      {"lat", "latency of one operation in flight (rdmalab-bench lat)",
-       Cat({verb, {"inline_recv", "lat_method", "events", "stack", "io_batch", "all", "rdma_cm"}, kRunControl,
-            {"link", "simulate", "sim_ops", "sim_exponential"}}),
-       PredictVerb},
-      {"tput", "throughput of one verb at the measured node (rdmalab-bench tput)",
-       Cat({verb, many,
-            {"inline_recv", "numa", "page_offset", "buffers", "distribution", "placement", "keys", "zipf_theta",
-             "stack", "io_batch", "all", "rdma_cm"},
-            kRunControl, kModelKnobs}),
-       PredictVerb},
-      {"echo", "ECHO requests answered by the server: request and response verbs (rdmalab-bench echo)",
-       Cat({{"connection", "size", "tx_depth", "cq_mod", "inline_size", "sge", "header_only"}, many,
-            {"request", "response", "response_connection", "optimizations", "accesses", "prefetch", "table_mb",
-             "all", "rdma_cm"},
-            kRunControl, kModelKnobs}),
-       PredictVerb},
-      {"atomics", "atomics throughput over Z counters (rdmalab-bench atomics)",
-       Cat({{"verb", "connection", "tx_depth", "cq_mod", "post_list", "qp", "threads", "counters", "counter_stride",
-             "rdma_cm"},
-            kRunControl, kModelKnobs}),
-       PredictVerb},
-      {"sgbatch", "SENDs of several SGEs per WR (rdmalab-bench sgbatch)",
-       Cat({verb, many, {"all", "rdma_cm"}, kRunControl, kModelKnobs}), PredictVerb},
-      {"sequencer", "integers handed out by HERD-RPC (+batching, +multi-queue), Spec-S0 or atomics (rdmalab-bench "
-                    "sequencer)",
-       Cat({{"design", "count", "batch", "threads", "tx_depth", "cq_mod", "inline_size", "rdma_cm"}, kRunControl,
-            kModelKnobs}),
-       PredictSequencer},
-      {"kv", "a key-value system's throughput and latency at its server (rdmalab-kv; see systems)",
-       Cat({{"system", "put_fraction", "get_fraction", "key_size", "value_size", "window", "clients", "threads",
-             "workers", "core", "distribution", "zipf_theta", "keys", "cq_mod", "inline_size", "batching", "queues",
-             "lock_placement", "store", "corrupt", "retry_ms", "log_mb", "index_log2", "preload",
-             "farm_load_factor", "farm_buffer_slots", "lock_retries", "hydradb_miss_path", "protocol", "pipeline",
-             "server_bin", "bind", "tcp_port"},
-            kRunControl, kModelKnobs}),
-       PredictKv},
-      {"pcie", "guide16's PCIe formula tables (Fig. 2b, Table 1, Appendix A): bytes, not a rate (model only)",
-       {"formula", "method", "wqe_type", "wqes", "wqe_size", "size"}, PredictFormulaMode},
-  };
+  std::vector<ModeDef> modes;
+  for (const auto& entry : ProgramDoc(kBench)["modes"]) modes.push_back(FromProgramMode(kBench, entry, &BenchParams()));
+  for (const auto& entry : ProgramDoc(kKv)["modes"]) modes.push_back(FromProgramMode(kKv, entry, &KvParams()));
+  // pcie's size is the bytes of a transfer, as rdmalab-bench's
+  modes.push_back({"pcie", kPcieSummary, kModel, &BenchParams(), kPcieParams, kPcieParams, PredictFormulaMode});
+  return modes;
 }
 
-}  // namespace
-
-const std::vector<SystemDef>& Systems() {
-  // Every system reads the workload (rdmalab-kv's generator); the rows list what it reads
-  // beyond it, as rdmalab-kv's system table does.
-  static const std::vector<std::string> workload = {"put_fraction", "get_fraction", "key_size", "value_size", "window",
-                                                    "clients", "keys", "distribution", "zipf_theta"};
-  auto with = [&](std::vector<std::string> own) { return Cat({workload, own}); };
-  static const std::vector<SystemDef> systems = {
-      {"herd", "HERD: requests as UC WRITEs, responses as UD SENDs, MICA at the server (herd14)",
-       with({"workers", "core", "cq_mod", "inline_size", "batching", "queues", "log_mb", "index_log2", "preload"})},
-      {"pilaf", "Pilaf-em-OPT: GETs by READs of a 3-1 cuckoo table, PUTs as UC SENDs to the server",
-       with({"workers", "cq_mod", "store", "corrupt"})},
-      {"farm", "FaRM-em: GETs by one READ of a hopscotch neighbourhood (H = 6) of items",
-       with({"workers", "cq_mod", "preload", "store", "corrupt", "farm_load_factor", "farm_buffer_slots"})},
-      {"farm-var", "FaRM-em-VAR: as farm, with pointers to variable-length values (a second READ)",
-       with({"workers", "cq_mod", "preload", "store", "corrupt", "farm_load_factor", "farm_buffer_slots"})},
-      {"drtm", "DrTM-KV-em: GETs by one READ, PUTs by two atomics on a lock word (guide16 Fig. 10)",
-       with({"workers", "cq_mod", "lock_placement", "lock_retries"})},
-      {"drtm-write", "DrTM-KV-em whose PUTs also WRITE the value",
-       with({"workers", "cq_mod", "lock_placement", "lock_retries"})},
-      {"hydradb", "HydraDB-em: GETs by one READ of value and lease, PUTs as RC WRITE request and answer",
-       with({"workers", "cq_mod", "hydradb_miss_path"})},
-      {"read-based", "model only: the bound guide16 Fig. 9 draws for a READ-based store (2 READs per GET)",
-       with({"workers"})},
-      {"memcached", "memcached over kernel TCP (not modeled)",
-       with({"workers", "preload", "protocol", "pipeline", "server_bin", "bind", "tcp_port"})},
-      {"redis", "Redis over kernel TCP (not modeled)",
-       with({"workers", "preload", "pipeline", "server_bin", "bind", "tcp_port"})},
-  };
+std::vector<SystemDef> BuildSystems() {
+  std::vector<SystemDef> systems;
+  std::vector<std::string> every;  // the parameters every rdmalab-kv system reads (workers among them)
+  for (const auto& entry : ProgramDoc(kKv)["systems"]) {
+    SystemDef system{entry["name"], entry.value("display", entry["name"]), entry["summary"], kKv, entry["params"]};
+    if (systems.empty()) every = system.params;
+    std::erase_if(every, [&](const std::string& p) { return !std::count(system.params.begin(), system.params.end(), p); });
+    systems.push_back(system);
+  }
+  systems.push_back({"read-based", "READ-based bound", kReadBasedSummary, kModel, every});
   return systems;
 }
 
-const std::vector<ParamDef>& Params() {
-  static const std::vector<ParamDef> params = BuildParams();
-  return params;
+nlohmann::ordered_json ParamJson(const ParamDef& p) {
+  using ojson = nlohmann::ordered_json;
+  ojson row = {{"name", p.name}, {"program", p.program}, {"type", TypeName(p.type)}, {"list", p.list},
+               {"unit", ojson::parse(p.unit.dump())}};
+  if (p.type == T::kInteger) row["min"] = static_cast<int64_t>(p.min), row["max"] = static_cast<int64_t>(p.max);
+  if (p.type == T::kNumber) row["min"] = p.min, row["max"] = p.max;
+  if (!p.choices.empty()) row["choices"] = p.choices;
+  row["default"] = ojson::parse(p.default_value.dump());
+  row["scope"] = p.coordinator ? "coordinator" : "experiment";
+  row["help"] = p.help;
+  row["effect"] = EffectName(p.effect);
+  if (!p.effect_note.empty()) row["effect_note"] = p.effect_note;
+  if (!p.departs.is_null()) row["departs"] = ojson::parse(p.departs.dump());
+  return row;
 }
+
+// Every declaration the modes take, once each, in the modes' order: a name both programs
+// declare alike (the participant's) once, one they declare apart (keys, cq_mod, ...) once per
+// declaration, each naming its modes.
+struct Listed {
+  const ParamDef* def;
+  std::vector<std::string> modes;
+};
+
+bool DeclaredAlike(const ParamDef& a, const ParamDef& b) {
+  nlohmann::ordered_json x = ParamJson(a), y = ParamJson(b);
+  x.erase("program");
+  y.erase("program");
+  return x == y;
+}
+
+std::vector<Listed> ListedParams() {
+  std::vector<Listed> listed;
+  for (const auto& mode : Modes()) {
+    for (const auto& name : mode.params) {
+      const ParamDef* def = FindParam(mode, name);
+      auto it = std::find_if(listed.begin(), listed.end(), [&](const Listed& l) {
+        return l.def == def || (l.def->name == name && DeclaredAlike(*l.def, *def));
+      });
+      if (it == listed.end()) it = listed.insert(listed.end(), {def, {}});
+      it->modes.push_back(mode.name);
+    }
+  }
+  return listed;
+}
+
+bool DeclaredApart(const std::vector<Listed>& listed, const std::string& name) {
+  return std::count_if(listed.begin(), listed.end(), [&](const Listed& l) { return l.def->name == name; }) > 1;
+}
+
+}  // namespace
 
 const std::vector<ModeDef>& Modes() {
   static const std::vector<ModeDef> modes = BuildModes();
   return modes;
 }
 
+const std::vector<SystemDef>& Systems() {
+  static const std::vector<SystemDef> systems = BuildSystems();
+  return systems;
+}
+
+const ParamDef* FindParam(const ModeDef& mode, const std::string& name) {
+  if (!ModeTakes(mode, name)) return nullptr;
+  const ParamDef* def = FindIn(*mode.declarations, name);
+  return def ? def : FindIn(ModelParams(), name);
+}
+
 const ParamDef* FindParam(const std::string& name) {
-  for (const auto& p : Params())
-    if (name == p.name) return &p;
+  for (const auto* params : {&BenchParams(), &KvParams(), &ModelParams()})
+    if (const ParamDef* def = FindIn(*params, name)) return def;
   return nullptr;
 }
 
@@ -519,46 +639,55 @@ bool ModeTakes(const ModeDef& mode, const std::string& param) {
   return std::find(mode.params.begin(), mode.params.end(), param) != mode.params.end();
 }
 
+void ApplyDefaults(PointDraft& draft, const ModeDef& mode) {
+  for (const auto& name : mode.params) {
+    const ParamDef* def = FindParam(mode, name);
+    if (def->apply && !def->default_value.is_null()) def->apply(draft, Checked(*def, def->default_value));
+  }
+}
+
 void ApplyParam(PointDraft& draft, const ModeDef& mode, const std::string& name, const json& value) {
-  const ParamDef* def = FindParam(name);
-  if (!def)
-    throw ModelError("unknown parameter '" + name + "' for mode " + mode.name + " (" + NearestText(name, mode.params) +
-                     "valid for " + mode.name + ": " + Join(mode.params) + ")");
-  if (!ModeTakes(mode, name)) {
+  const ParamDef* def = FindParam(mode, name);
+  if (!def) {
+    // the harness sets the coordinator's parameters: the list names those a point would set
+    std::vector<std::string> settable;
+    for (const auto& p : mode.params)
+      if (!FindParam(mode, p)->coordinator) settable.push_back(p);
+    const std::string valid = NearestText(name, settable) + "valid for " + mode.name + ": " + Join(settable) + ")";
+    if (!FindParam(name)) throw ModelError("unknown parameter '" + name + "' for mode " + mode.name + " (" + valid);
     std::vector<std::string> takers;
     for (const auto& m : Modes())
       if (ModeTakes(m, name)) takers.push_back(m.name);
     throw ModelError("parameter '" + name + "' is not taken by mode " + mode.name + " (modes that take it: " +
-                     Join(takers) + "; " + NearestText(name, mode.params) + "valid for " + mode.name + ": " +
-                     Join(mode.params) + ")");
+                     Join(takers) + "; " + valid);
   }
   json v = Checked(*def, value);
   if (def->apply) def->apply(draft, v);
 }
 
 nlohmann::ordered_json DescribeJson() {
-  using json = nlohmann::ordered_json;
-  json params = json::array();
-  for (const auto& p : Params()) {
-    json row = {{"name", p.name}, {"type", TypeName(p.type)}, {"list", p.list},
-                {"unit", p.unit ? json(p.unit) : json(nullptr)}};
-    if (p.type == T::kInteger) row["min"] = static_cast<int64_t>(p.min), row["max"] = static_cast<int64_t>(p.max);
-    if (p.type == T::kNumber) row["min"] = p.min, row["max"] = p.max;
-    if (!p.choices.empty()) row["choices"] = p.choices;
-    row["default"] = json::parse(p.default_value.dump());
-    row["scope"] = p.coordinator ? "coordinator" : "experiment";
-    row["effect"] = EffectName(p.effect);
-    row["help"] = p.help;
+  using ojson = nlohmann::ordered_json;
+  const std::vector<Listed> listed = ListedParams();
+  ojson params = ojson::array();
+  for (const auto& l : listed) {
+    ojson row = ParamJson(*l.def);
+    if (DeclaredApart(listed, l.def->name)) row["modes"] = l.modes;
     params.push_back(row);
   }
-  json modes = json::array();
-  for (const auto& m : Modes()) modes.push_back({{"name", m.name}, {"summary", m.summary}, {"params", m.params}});
-  json systems = json::array();
-  for (const auto& s : Systems()) systems.push_back({{"name", s.name}, {"summary", s.summary}, {"params", s.params}});
-  json doc = json::object();
+  ojson modes = ojson::array();
+  for (const auto& m : Modes()) {
+    ojson mode = {{"name", m.name}, {"summary", m.summary}, {"program", m.program}, {"params", m.params}};
+    if (!m.model_adds.empty()) mode["model_adds"] = m.model_adds;
+    modes.push_back(mode);
+  }
+  ojson systems = ojson::array();
+  for (const auto& s : Systems())
+    systems.push_back(
+        {{"name", s.name}, {"display", s.display}, {"summary", s.summary}, {"program", s.program}, {"params", s.params}});
+  ojson doc = ojson::object();
   doc["schema_version"] = "rdmalab-describe/1";
-  doc["program"] = "rdmalab-model";
-  doc["backends"] = json::array({"model"});
+  doc["program"] = kModel;
+  doc["backends"] = ojson::array({"model"});
   doc["params"] = params;
   doc["modes"] = modes;
   doc["systems"] = systems;
@@ -567,17 +696,15 @@ nlohmann::ordered_json DescribeJson() {
 
 std::string ParamsHelp() {
   std::ostringstream o;
-  for (const auto& p : Params()) {
+  for (const auto& l : ListedParams()) {
+    const ParamDef& p = *l.def;
     std::string kind = TypeName(p.type);
     if (!p.choices.empty()) kind = Join(p.choices);
     if (p.list) kind = "list of " + kind;
     if (p.type == T::kInteger || p.type == T::kNumber) kind += " " + Range(p);
-    if (p.unit) kind += " " + std::string(p.unit);
-    std::string modes;
-    for (const auto& m : Modes())
-      if (ModeTakes(m, p.name)) modes += (modes.empty() ? "" : ",") + std::string(m.name);
-    o << "  --" << p.name << " (" << kind << "; " << EffectName(p.effect) << "; " << modes << ")\n      " << p.help
-      << "\n";
+    if (p.unit.is_string()) kind += " " + p.unit.get<std::string>();
+    o << "  --" << p.name << " (" << kind << "; " << EffectName(p.effect) << "; " << Join(l.modes) << ")\n      "
+      << p.help << (p.effect_note.empty() ? "" : "; model: " + p.effect_note) << "\n";
   }
   return o.str();
 }

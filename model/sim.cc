@@ -88,123 +88,152 @@ double Percentile(const std::vector<uint32_t>& hist, uint64_t total, double q) {
   return hist.size() * kHistBucketNs / 1000;
 }
 
+// One run: everything the event loop touches is allocated at construction, and each stage
+// an operation passes through is one method. The loop is the hot path: it allocates nothing
+// (the heap's capacity is slots + 1: one event per outstanding operation).
+class Simulation {
+ public:
+  explicit Simulation(const SimConfig& c)
+      : c_(c),
+        slots_(std::max(1u, c.clients) * std::max(1u, c.window)),
+        qps_(std::max(1u, c.qps)),
+        issued_(slots_, 0),
+        pu_free_(std::max(1u, c.pus), 0),
+        bucket_free_(std::max(1u, c.lock_buckets), 0),
+        hist_(kHistBuckets, 0),
+        per_client_(std::max(1u, c.clients), 0),
+        rng_{c.seed * 0x9E3779B97F4A7C15ULL + 1},
+        warmup_(std::min<uint64_t>(c.ops / 10, 100000)),
+        total_ops_(c.ops + warmup_),
+        half_base_(c.base_latency_ns / 2) {
+    heap_.reserve(slots_ + 1);
+    if (c.qp_cache_entries) qp_cache_.Init(qps_, c.qp_cache_entries);
+  }
+
+  SimResult Run() {
+    for (uint32_t op = 0; op < slots_ && issued_ops_ < total_ops_; ++op, ++issued_ops_) {
+      issued_[op] = 0;
+      Push(half_base_, op, kArriveNic);
+    }
+    while (!heap_.empty()) {
+      std::pop_heap(heap_.begin(), heap_.end(), Later{});
+      const Event e = heap_.back();
+      heap_.pop_back();
+      ++r_.events;
+      const uint32_t client = e.op / std::max(1u, c_.window);
+      switch (e.stage) {
+        case kArriveNic: ArriveNic(e, client % qps_); break;
+        case kLock: Lock(e); break;
+        case kPcie: Pcie(e); break;
+        case kComplete: Complete(e, client); break;
+      }
+    }
+    Summarize();
+    return r_;
+  }
+
+ private:
+  double Service(double mean) { return c_.exponential && mean > 0 ? -mean * std::log(1 - rng_.Uniform()) : mean; }
+  void Push(double t, uint32_t op, Stage s) {
+    heap_.push_back({t, op, s});
+    std::push_heap(heap_.begin(), heap_.end(), Later{});
+  }
+
+  // A PU takes the operation; a QP-context or WQE-cache miss costs it and PCIe a fetch.
+  void ArriveNic(const Event& e, uint32_t qp) {
+    double extra_pu = 0, extra_pcie = 0;
+    if (c_.qp_cache_entries && !qp_cache_.Touch(qp)) {
+      extra_pu += c_.qp_miss_ns;
+      extra_pcie += c_.qp_miss_pcie_ns;
+      ++r_.qp_misses;
+    }
+    if (c_.wqe_cache_entries && queued_wqes_ >= c_.wqe_cache_entries) {
+      extra_pu += c_.wqe_miss_ns;
+      extra_pcie += c_.wqe_miss_pcie_ns;
+      ++r_.wqe_misses;
+    }
+    ++queued_wqes_;
+    double& free = pu_free_[qp % pu_free_.size()];
+    free = std::max(e.t_ns, free) + Service(c_.pu_service_ns) + extra_pu;
+    pcie_free_ += extra_pcie;  // the miss's DMA occupies PCIe too
+    Push(free, e.op, c_.lock_buckets ? kLock : kPcie);
+  }
+
+  // An atomic holds its counter's lock bucket.
+  void Lock(const Event& e) {
+    --queued_wqes_;
+    uint64_t target = c_.counters > 1 ? rng_.Next() % c_.counters : 0;
+    double& free = bucket_free_[target % bucket_free_.size()];
+    free = std::max(e.t_ns, free) + c_.lock_hold_ns;
+    Push(free, e.op, kPcie);
+  }
+
+  // PCIe, link and host are single FIFO servers in tandem with no other inflow, and this event
+  // pops in arrival order, so the whole tandem resolves at once.
+  void Pcie(const Event& e) {
+    if (!c_.lock_buckets) --queued_wqes_;
+    pcie_free_ = std::max(e.t_ns, pcie_free_) + Service(c_.pcie_service_ns);
+    link_free_ = std::max(pcie_free_, link_free_) + Service(c_.link_service_ns);
+    host_free_ = std::max(link_free_, host_free_) + Service(c_.host_service_ns);
+    Push(host_free_ + half_base_, e.op, kComplete);
+  }
+
+  // Counted once the warm-up is done; closed loop: the client issues its next operation.
+  void Complete(const Event& e, uint32_t client) {
+    ++done_;
+    if (done_ == warmup_) t_measure0_ = e.t_ns;
+    if (done_ > warmup_) {
+      double lat = e.t_ns - issued_[e.op];
+      sum_lat_ns_ += lat;
+      max_lat_ns_ = std::max(max_lat_ns_, lat);
+      size_t b = static_cast<size_t>(lat / kHistBucketNs);
+      ++hist_[b < kHistBuckets ? b : kHistBuckets - 1];
+      ++per_client_[client];
+      ++r_.completed;
+      r_.simulated_s = (e.t_ns - t_measure0_) * 1e-9;
+    }
+    if (issued_ops_ < total_ops_) {
+      ++issued_ops_;
+      issued_[e.op] = e.t_ns;
+      Push(e.t_ns + half_base_, e.op, kArriveNic);
+    }
+  }
+
+  void Summarize() {
+    if (!r_.completed || r_.simulated_s <= 0) return;
+    r_.mops = r_.completed / r_.simulated_s / 1e6;
+    r_.lat_us_mean = sum_lat_ns_ / r_.completed / 1000;
+    r_.lat_us_p50 = Percentile(hist_, r_.completed, 0.5);
+    r_.lat_us_p90 = Percentile(hist_, r_.completed, 0.9);
+    r_.lat_us_p99 = Percentile(hist_, r_.completed, 0.99);
+    r_.lat_us_p999 = Percentile(hist_, r_.completed, 0.999);
+    r_.lat_us_max = max_lat_ns_ / 1000;
+    auto [least, most] = std::minmax_element(per_client_.begin(), per_client_.end());
+    if (*least > 0) r_.uniformity_ratio = static_cast<double>(*most) / static_cast<double>(*least);
+  }
+
+  const SimConfig& c_;
+  const uint32_t slots_, qps_;
+  std::vector<Event> heap_;
+  std::vector<double> issued_, pu_free_, bucket_free_;
+  std::vector<uint32_t> hist_;
+  std::vector<uint64_t> per_client_;
+  Lru qp_cache_;
+  Rng rng_;
+  const uint64_t warmup_, total_ops_;
+  const double half_base_;
+  double pcie_free_ = 0, link_free_ = 0, host_free_ = 0;
+  uint32_t queued_wqes_ = 0;  // ops waiting at or being served by a PU
+  uint64_t issued_ops_ = 0, done_ = 0;
+  double t_measure0_ = 0, sum_lat_ns_ = 0, max_lat_ns_ = 0;
+  SimResult r_;
+};
+
 }  // namespace
 
 SimResult Simulate(const SimConfig& c) {
   auto wall0 = std::chrono::steady_clock::now();
-  const uint32_t slots = std::max(1u, c.clients) * std::max(1u, c.window);
-  const uint32_t qps = std::max(1u, c.qps);
-  const uint32_t pus = std::max(1u, c.pus);
-  // Everything the loop touches is allocated here.
-  std::vector<Event> heap;
-  heap.reserve(slots + 1);
-  std::vector<double> issued(slots, 0);
-  std::vector<double> pu_free(pus, 0);
-  std::vector<double> bucket_free(std::max(1u, c.lock_buckets), 0);
-  std::vector<uint32_t> hist(kHistBuckets, 0);
-  std::vector<uint64_t> per_client(std::max(1u, c.clients), 0);
-  Lru qp_cache;
-  if (c.qp_cache_entries) qp_cache.Init(qps, c.qp_cache_entries);
-  double pcie_free = 0, link_free = 0, host_free = 0;
-  uint32_t queued_wqes = 0;  // ops waiting at or being served by a PU
-  Rng rng{c.seed * 0x9E3779B97F4A7C15ULL + 1};
-  SimResult r;
-  const uint64_t warmup = std::min<uint64_t>(c.ops / 10, 100000);
-  const uint64_t total_ops = c.ops + warmup;
-  uint64_t issued_ops = 0, done = 0;
-  double t_measure0 = 0, sum_lat_ns = 0, max_lat_ns = 0;
-
-  auto service = [&](double mean) { return c.exponential && mean > 0 ? -mean * std::log(1 - rng.Uniform()) : mean; };
-  auto push = [&](double t, uint32_t op, Stage s) {
-    heap.push_back({t, op, s});
-    std::push_heap(heap.begin(), heap.end(), Later{});
-  };
-  const double half_base = c.base_latency_ns / 2;
-  for (uint32_t op = 0; op < slots && issued_ops < total_ops; ++op, ++issued_ops) {
-    issued[op] = 0;
-    push(half_base, op, kArriveNic);
-  }
-  // The event loop: hot path, no allocation (heap capacity is slots + 1).
-  while (!heap.empty()) {
-    std::pop_heap(heap.begin(), heap.end(), Later{});
-    Event e = heap.back();
-    heap.pop_back();
-    ++r.events;
-    const uint32_t client = e.op / std::max(1u, c.window);
-    const uint32_t qp = client % qps;
-    switch (e.stage) {
-      case kArriveNic: {
-        double extra_pu = 0, extra_pcie = 0;
-        if (c.qp_cache_entries && !qp_cache.Touch(qp)) {
-          extra_pu += c.qp_miss_ns;
-          extra_pcie += c.qp_miss_pcie_ns;
-          ++r.qp_misses;
-        }
-        if (c.wqe_cache_entries && queued_wqes >= c.wqe_cache_entries) {
-          extra_pu += c.wqe_miss_ns;
-          extra_pcie += c.wqe_miss_pcie_ns;
-          ++r.wqe_misses;
-        }
-        ++queued_wqes;
-        double& free = pu_free[qp % pus];
-        double start = std::max(e.t_ns, free);
-        free = start + service(c.pu_service_ns) + extra_pu;
-        pcie_free += extra_pcie;  // the miss's DMA occupies PCIe too
-        push(free, e.op, c.lock_buckets ? kLock : kPcie);
-        break;
-      }
-      case kLock: {
-        --queued_wqes;
-        uint64_t target = c.counters > 1 ? rng.Next() % c.counters : 0;
-        double& free = bucket_free[target % bucket_free.size()];
-        double start = std::max(e.t_ns, free);
-        free = start + c.lock_hold_ns;
-        push(free, e.op, kPcie);
-        break;
-      }
-      case kPcie: {
-        // PCIe, link and host are single FIFO servers in tandem with no other inflow, and
-        // this event pops in arrival order, so the whole tandem resolves at once.
-        if (!c.lock_buckets) --queued_wqes;
-        pcie_free = std::max(e.t_ns, pcie_free) + service(c.pcie_service_ns);
-        link_free = std::max(pcie_free, link_free) + service(c.link_service_ns);
-        host_free = std::max(link_free, host_free) + service(c.host_service_ns);
-        push(host_free + half_base, e.op, kComplete);
-        break;
-      }
-      case kComplete: {
-        ++done;
-        if (done == warmup) t_measure0 = e.t_ns;
-        if (done > warmup) {
-          double lat = e.t_ns - issued[e.op];
-          sum_lat_ns += lat;
-          max_lat_ns = std::max(max_lat_ns, lat);
-          size_t b = static_cast<size_t>(lat / kHistBucketNs);
-          ++hist[b < kHistBuckets ? b : kHistBuckets - 1];
-          ++per_client[client];
-          ++r.completed;
-          r.simulated_s = (e.t_ns - t_measure0) * 1e-9;
-        }
-        if (issued_ops < total_ops) {  // closed loop: the client issues its next operation
-          ++issued_ops;
-          issued[e.op] = e.t_ns;
-          push(e.t_ns + half_base, e.op, kArriveNic);
-        }
-        break;
-      }
-    }
-  }
-  if (r.completed && r.simulated_s > 0) {
-    r.mops = r.completed / r.simulated_s / 1e6;
-    r.lat_us_mean = sum_lat_ns / r.completed / 1000;
-    r.lat_us_p50 = Percentile(hist, r.completed, 0.5);
-    r.lat_us_p90 = Percentile(hist, r.completed, 0.9);
-    r.lat_us_p99 = Percentile(hist, r.completed, 0.99);
-    r.lat_us_p999 = Percentile(hist, r.completed, 0.999);
-    r.lat_us_max = max_lat_ns / 1000;
-    auto [least, most] = std::minmax_element(per_client.begin(), per_client.end());
-    if (*least > 0) r.uniformity_ratio = static_cast<double>(*most) / static_cast<double>(*least);
-  }
+  SimResult r = Simulation(c).Run();
   r.wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - wall0).count();
   return r;
 }

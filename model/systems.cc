@@ -216,155 +216,223 @@ Prediction PredictSequencer(const Point& pt, const Profile& prof) {
   return p;
 }
 
-Prediction PredictKv(const Point& pt, const Profile& prof) {
-  const WireParams& wire = WireFor(pt, prof);
-  Composer c{pt, prof, wire, {}, {}, 0};
-  const CpuParams& cpu = prof.cpu;
-  const double f_put = pt.put_fraction, f_get = 1 - pt.put_fraction;
-  const uint32_t sk = pt.key_B, sv = pt.value_B;
-  Engagement e;
-  e.cores = pt.threads;
+namespace {
+
+// What every key-value system's prediction starts from: the point, the profile, and the
+// quantities and verb shapes the systems share.
+struct KvServer {
+  const Point& pt;
+  const Profile& prof;
+  const WireParams& wire;
+  double f_put = pt.put_fraction, f_get = 1 - pt.put_fraction;
+  uint32_t sk = pt.key_B, sv = pt.value_B;
   uint32_t workers = Workers(pt, prof);
   uint32_t clients = Clients(pt);
-  auto lat = [&](const WrShape& wr, bool one_way) { return VerbLatencyUs(wr, prof, wire, one_way); };
-  auto read = [&](uint32_t bytes) { return Shape(Verb(Opcode::kRead, Transport::kRc, false, true), bytes); };
-  // a client's READ of a random key's data in the server's table (on a host engine, from memory
-  // as often as the table outgrows the host's cache)
-  auto table_read = [&](uint32_t bytes) {
-    Demand d = Inbound(read(bytes), prof, wire);
+
+  Composer Compose() const { return Composer{pt, prof, wire, {}, {}, 0}; }
+  Engagement Cores() const {
+    Engagement e;
+    e.cores = pt.threads;
+    return e;
+  }
+  double Lat(const WrShape& wr, bool one_way) const { return VerbLatencyUs(wr, prof, wire, one_way); }
+  WrShape Read(uint32_t bytes) const { return Shape(Verb(Opcode::kRead, Transport::kRc, false, true), bytes); }
+  // A client's READ of a random key's data in the server's table (on a host engine, from
+  // memory as often as the table outgrows the host's cache).
+  Demand TableRead(uint32_t bytes) const {
+    Demand d = Inbound(Read(bytes), prof, wire);
     d.nic_rx_ns += ColdDataNs(pt, bytes, prof);
     return d;
-  };
-  auto table_read_lat = [&](uint32_t bytes) { return lat(read(bytes), false) + ColdDataNs(pt, bytes, prof) / 1000; };
-
-  if (pt.system == "herd") {
-    std::vector<double> shares = WorkerShares(pt.distribution, pt.zipf_theta, pt.keys, workers);
-    double imbalance = *std::max_element(shares.begin(), shares.end()) * workers;
-    double pipeline_wait_us = 0;  // the answer's wait in the worker's pipeline (PipelineWaitUs)
-    auto compose = [&](double sweep) {
-      Composer h{pt, prof, wire, {}, {}, 0};
-      // request: the client's UC WRITE into the request region (GET: keyhash; PUT: key, LEN, value)
-      WrShape get_req = Shape(Verb(Opcode::kWrite, Transport::kUc, true), sk);
-      WrShape put_req = Shape(Verb(Opcode::kWrite, Transport::kUc, sv + sk + 2 <= prof.wqe.max_inline_B), sk + 2 + sv);
-      h.Add("inbound WRITE-UC GET request " + std::to_string(sk) + " B", Inbound(get_req, prof, wire), f_get);
-      h.Add("inbound WRITE-UC PUT request " + std::to_string(sk + 2 + sv) + " B", Inbound(put_req, prof, wire), f_put);
-      h.Add("server loads the request's line", LineFetch(prof, true), 1);
-      h.Add("clients' own work per request", PeerWork(prof, 0, 1), 1);
-      // a client's window of requests arrives together and is served on one context load
-      h.Add("QP-context misses (" + std::to_string(clients) + " UC QPs)", QpCacheMisses(clients, prof, true, pt.window),
-            1);
-      uint32_t batch = pt.batching ? Doorbell(sweep) : 1;
-      bool doorbell = pt.batching;  // guide16 Sec. 4.1: a sweep's responses go by Doorbell
-      const int64_t inline_limit = pt.inline_size_B >= 0 ? pt.inline_size_B : kHerdInlineLimitB;
-      bool inl = sv <= inline_limit && sv <= prof.wqe.max_inline_B;
-      WrShape get_resp = Shape(Verb(Opcode::kSend, Transport::kUd, inl, true), sv);
-      WrShape put_resp = Shape(Verb(Opcode::kSend, Transport::kUd, true, true), 0);
-      std::string how = doorbell ? " (doorbell batch " + std::to_string(batch) + ")" : " (WQE-by-MMIO)";
-      h.Add("outbound SEND-UD GET response " + std::to_string(sv) + " B" + (inl ? " inline" : "") + how,
-            OutboundPerSweep(get_resp, sweep, doorbell, prof, wire, kHerdSignalEvery), f_get);
-      h.Add("outbound SEND-UD PUT response" + how, OutboundPerSweep(put_resp, sweep, doorbell, prof, wire,
-                                                                     kHerdSignalEvery), f_put);
-      // MICA lookup: 2 random accesses, hidden by the 2-stage prefetching pipeline. Workers
-      // own their keys (EREW), so the hottest worker's share of the requests limits them all.
-      h.Add(std::string("server CPU (poll, MICA with prefetch)") + (imbalance > 1.0001 ? ", hottest worker" : ""),
-            Cpu(cpu.poll_request_ns + cpu.kv_request_ns + 2 * cpu.prefetched_access_ns), imbalance);
-      Engagement he = e;
-      he.qps = workers * pt.queues;
-      he.qps_rx = clients;
-      h.lat_us = lat(get_req, true) + (cpu.kv_request_ns + 2 * cpu.dram_ns) / 1000 + pipeline_wait_us +
-                 VerbLatencyUs(get_resp, prof, wire, true, doorbell);
-      return h.Finish(he);
-    };
-    auto predict = [&](double& sweep) {
-      sweep = pt.batching ? EmergentSweep(pt, workers, prof, [&](double s) {
-        Prediction p = compose(s);
-        return std::make_pair(p.mops, p.lat_us);
-      }) : 1;
-      return compose(sweep);
-    };
-    double sweep = 1;
-    Prediction p = predict(sweep);
-    if (cpu.pipeline_flush_ns > 0 && prof.Has(kPipelineFlush)) {
-      // The wait falls as the rate rises, and the rate (where the window bounds it) falls as the
-      // wait grows: bisect on the wait, between none and a flush per stage.
-      double lo = 0, hi = PipelineWaitUs(0, prof);
-      while (hi - lo > kFlushWaitToleranceUs) {
-        pipeline_wait_us = (lo + hi) / 2;
-        double implied = PipelineWaitUs(predict(sweep).mops / workers, prof);
-        (implied > pipeline_wait_us ? lo : hi) = pipeline_wait_us;
-      }
-      pipeline_wait_us = (lo + hi) / 2;
-      p = predict(sweep);
-      p.notes.push_back("answers wait " + std::to_string(pipeline_wait_us).substr(0, 5) +
-                        " us in the worker's two-stage pipeline (later requests or a flush advance it)");
-    }
-    if (pt.batching) p.notes.push_back("responses per doorbell: " + std::to_string(sweep).substr(0, 5));
-    p.requests_per_sweep = sweep;
-    return PerCore(pt, p, workers);
-  } else if (pt.system == "pilaf") {
-    c.Add("inbound READ 32 B bucket", table_read(kPilafBucketB), f_get * kPilafBucketReads);
-    c.Add("inbound READ value " + std::to_string(sv) + " B", table_read(sv), f_get);
-    // PUT: client SENDs key+value (UC, inline), server replies with a SEND (UC, inline, unsignaled)
-    WrShape put_req = Shape(Verb(Opcode::kSend, Transport::kUc, true), sk + sv);
-    WrShape put_resp = Shape(Verb(Opcode::kSend, Transport::kUc, true, true), kAckB);
-    c.Add("inbound SEND-UC PUT", Inbound(put_req, prof, wire), f_put);
-    c.Add("outbound SEND-UC PUT reply", Outbound(put_resp, 1, kHerdSignalEvery, prof, wire), f_put);
-    c.Add("server CPU (PUT)", Cpu(cpu.kv_request_ns + 2 * cpu.dram_ns), f_put);
-    c.Add("clients' own work per request, READ completions", PeerWork(prof, kPilafBucketReads + 1, 1), f_get);
-    c.Add("clients' own work per request", PeerWork(prof, 0, 1), f_put);
-    c.Add("QP-context misses", QpCacheMisses(clients, prof, true), 1);
-    e.qps = workers;
-    e.qps_rx = clients;
-    c.lat_us = f_get * ((kPilafBucketReads + 1) * table_read_lat(kPilafBucketB)) +
-               f_put * (lat(put_req, true) + lat(put_resp, true));
-  } else if (pt.system == "farm" || pt.system == "farm-var") {
-    bool var = pt.system == "farm-var";
-    uint32_t bucket = kFarmNeighbourhood * (sk + (var ? kPointerB : sv));
-    c.Add("inbound READ neighbourhood " + std::to_string(bucket) + " B", table_read(bucket), f_get);
-    if (var) c.Add("inbound READ value " + std::to_string(sv) + " B", table_read(sv), f_get);
-    double put_lat_us = c.AddWritePut(Transport::kUc, sk, sv, f_put);
-    c.Add("clients' own work per request, READ completions", PeerWork(prof, var ? 2 : 1, 1), f_get);
-    c.Add("clients' own work per request", PeerWork(prof, 0, 1), f_put);
-    c.Add("QP-context misses", QpCacheMisses(clients, prof, true), 1);
-    e.qps = workers;
-    e.qps_rx = clients;
-    c.lat_us = f_get * (table_read_lat(bucket) * (var ? 2 : 1)) + f_put * put_lat_us;
-  } else if (pt.system == "hydradb") {
-    // GET: one READ of the value and its lease word (the client's address cache hits);
-    // PUT: an inlined WRITE-RC request and an inlined WRITE-RC response (HydraDB-em).
-    c.Add("inbound READ value + lease " + std::to_string(sv + kLeaseB) + " B", table_read(sv + kLeaseB),
-          f_get);
-    double put_lat_us = c.AddWritePut(Transport::kRc, sk, sv, f_put);
-    c.Add("clients' own work per request, READ completions", PeerWork(prof, 1, 1), f_get);
-    c.Add("clients' own work per request", PeerWork(prof, 0, 1), f_put);
-    c.Add("QP-context misses", QpCacheMisses(clients, prof, true), 1);
-    e.qps = workers;
-    e.qps_rx = clients;
-    c.lat_us = f_get * table_read_lat(sv + kLeaseB) + f_put * put_lat_us;
-  } else if (pt.system == "read-based") {
-    // Not a system but guide16 Fig. 9's bound: every operation costs two inbound READs.
-    c.Add("inbound READ " + std::to_string(sv) + " B", table_read(sv), kReadBasedReadsPerGet);
-    c.Add("clients' own work per request, READ completions", PeerWork(prof, kReadBasedReadsPerGet, 1), 1);
-    e.qps_rx = clients;
-    c.lat_us = kReadBasedReadsPerGet * table_read_lat(sv);
-  } else {  // drtm, drtm-write
-    c.Add("inbound READ item " + std::to_string(sk + sv) + " B", table_read(sk + sv), f_get);
-    WrShape atomic = Shape(Verb(Opcode::kCas, Transport::kRc, false, true), 8);
-    Demand a = Inbound(atomic, prof, wire);
-    // lock words of random keys spread over every lock bucket the NIC has, unless they share
-    // the address bits that pick the bucket (lock_placement same-bits): then all wait for one
-    a.lock_ns = prof.nic.atomic_lock_hold_ns / (pt.same_bits_locks ? 1 : prof.nic.atomic_lock_buckets);
-    c.Add("inbound atomics (lock CAS, unlock)", a, 2 * f_put);
-    c.Add("clients' own work per request, READ completions", PeerWork(prof, 1, 1), f_get);
-    c.Add("clients' own work per request, atomic completions", PeerWork(prof, 2, 1), f_put);
-    if (pt.system == "drtm-write")
-      c.Add("inbound WRITE-RC value", Inbound(Shape(Verb(Opcode::kWrite, Transport::kRc, false, true), sv), prof, wire),
-            f_put);
-    c.Add("QP-context misses", QpCacheMisses(clients, prof, true), 1);
-    e.qps_rx = clients;
-    c.lat_us = f_get * table_read_lat(sk + sv) + f_put * 2 * lat(atomic, false);
   }
-  return PerCore(pt, c.Finish(e), workers);
+  double TableReadLatUs(uint32_t bytes) const { return Lat(Read(bytes), false) + ColdDataNs(pt, bytes, prof) / 1000; }
+  Prediction Finish(Composer& c, const Engagement& e) const { return PerCore(pt, c.Finish(e), workers); }
+};
+
+// HERD with `sweep` requests answered per sweep, the hottest worker's `imbalance` and the
+// answers' wait in the worker's pipeline.
+Prediction HerdAt(const KvServer& kv, double sweep, double imbalance, double pipeline_wait_us) {
+  const Point& pt = kv.pt;
+  const Profile& prof = kv.prof;
+  const uint32_t sk = kv.sk, sv = kv.sv;
+  Composer h = kv.Compose();
+  // request: the client's UC WRITE into the request region (GET: keyhash; PUT: key, LEN, value)
+  WrShape get_req = Shape(Verb(Opcode::kWrite, Transport::kUc, true), sk);
+  WrShape put_req = Shape(Verb(Opcode::kWrite, Transport::kUc, sv + sk + 2 <= prof.wqe.max_inline_B), sk + 2 + sv);
+  h.Add("inbound WRITE-UC GET request " + std::to_string(sk) + " B", Inbound(get_req, prof, kv.wire), kv.f_get);
+  h.Add("inbound WRITE-UC PUT request " + std::to_string(sk + 2 + sv) + " B", Inbound(put_req, prof, kv.wire), kv.f_put);
+  h.Add("server loads the request's line", LineFetch(prof, true), 1);
+  h.Add("clients' own work per request", PeerWork(prof, 0, 1), 1);
+  // a client's window of requests arrives together and is served on one context load
+  h.Add("QP-context misses (" + std::to_string(kv.clients) + " UC QPs)", QpCacheMisses(kv.clients, prof, true, pt.window),
+        1);
+  uint32_t batch = pt.batching ? Doorbell(sweep) : 1;
+  bool doorbell = pt.batching;  // guide16 Sec. 4.1: a sweep's responses go by Doorbell
+  const int64_t inline_limit = pt.inline_size_B >= 0 ? pt.inline_size_B : kHerdInlineLimitB;
+  bool inl = sv <= inline_limit && sv <= prof.wqe.max_inline_B;
+  WrShape get_resp = Shape(Verb(Opcode::kSend, Transport::kUd, inl, true), sv);
+  WrShape put_resp = Shape(Verb(Opcode::kSend, Transport::kUd, true, true), 0);
+  std::string how = doorbell ? " (doorbell batch " + std::to_string(batch) + ")" : " (WQE-by-MMIO)";
+  h.Add("outbound SEND-UD GET response " + std::to_string(sv) + " B" + (inl ? " inline" : "") + how,
+        OutboundPerSweep(get_resp, sweep, doorbell, prof, kv.wire, kHerdSignalEvery), kv.f_get);
+  h.Add("outbound SEND-UD PUT response" + how, OutboundPerSweep(put_resp, sweep, doorbell, prof, kv.wire,
+                                                                 kHerdSignalEvery), kv.f_put);
+  // MICA lookup: 2 random accesses, hidden by the 2-stage prefetching pipeline. Workers
+  // own their keys (EREW), so the hottest worker's share of the requests limits them all.
+  const CpuParams& cpu = prof.cpu;
+  h.Add(std::string("server CPU (poll, MICA with prefetch)") + (imbalance > 1.0001 ? ", hottest worker" : ""),
+        Cpu(cpu.poll_request_ns + cpu.kv_request_ns + 2 * cpu.prefetched_access_ns), imbalance);
+  Engagement e = kv.Cores();
+  e.qps = kv.workers * pt.queues;
+  e.qps_rx = kv.clients;
+  h.lat_us = kv.Lat(get_req, true) + (cpu.kv_request_ns + 2 * cpu.dram_ns) / 1000 + pipeline_wait_us +
+             VerbLatencyUs(get_resp, prof, kv.wire, true, doorbell);
+  return h.Finish(e);
+}
+
+Prediction PredictHerd(const KvServer& kv) {
+  const Point& pt = kv.pt;
+  std::vector<double> shares = WorkerShares(pt.distribution, pt.zipf_theta, pt.keys, kv.workers);
+  double imbalance = *std::max_element(shares.begin(), shares.end()) * kv.workers;
+  double pipeline_wait_us = 0;  // the answer's wait in the worker's pipeline (PipelineWaitUs)
+  auto predict = [&](double& sweep) {
+    sweep = pt.batching ? EmergentSweep(pt, kv.workers, kv.prof, [&](double s) {
+      Prediction p = HerdAt(kv, s, imbalance, pipeline_wait_us);
+      return std::make_pair(p.mops, p.lat_us);
+    }) : 1;
+    return HerdAt(kv, sweep, imbalance, pipeline_wait_us);
+  };
+  double sweep = 1;
+  Prediction p = predict(sweep);
+  if (kv.prof.cpu.pipeline_flush_ns > 0 && kv.prof.Has(kPipelineFlush)) {
+    // The wait falls as the rate rises, and the rate (where the window bounds it) falls as the
+    // wait grows: bisect on the wait, between none and a flush per stage.
+    double lo = 0, hi = PipelineWaitUs(0, kv.prof);
+    while (hi - lo > kFlushWaitToleranceUs) {
+      pipeline_wait_us = (lo + hi) / 2;
+      double implied = PipelineWaitUs(predict(sweep).mops / kv.workers, kv.prof);
+      (implied > pipeline_wait_us ? lo : hi) = pipeline_wait_us;
+    }
+    pipeline_wait_us = (lo + hi) / 2;
+    p = predict(sweep);
+    p.notes.push_back("answers wait " + std::to_string(pipeline_wait_us).substr(0, 5) +
+                      " us in the worker's two-stage pipeline (later requests or a flush advance it)");
+  }
+  if (pt.batching) p.notes.push_back("responses per doorbell: " + std::to_string(sweep).substr(0, 5));
+  p.requests_per_sweep = sweep;
+  return PerCore(pt, p, kv.workers);
+}
+
+Prediction PredictPilaf(const KvServer& kv) {
+  const Profile& prof = kv.prof;
+  Composer c = kv.Compose();
+  c.Add("inbound READ 32 B bucket", kv.TableRead(kPilafBucketB), kv.f_get * kPilafBucketReads);
+  c.Add("inbound READ value " + std::to_string(kv.sv) + " B", kv.TableRead(kv.sv), kv.f_get);
+  // PUT: client SENDs key+value (UC, inline), server replies with a SEND (UC, inline, unsignaled)
+  WrShape put_req = Shape(Verb(Opcode::kSend, Transport::kUc, true), kv.sk + kv.sv);
+  WrShape put_resp = Shape(Verb(Opcode::kSend, Transport::kUc, true, true), kAckB);
+  c.Add("inbound SEND-UC PUT", Inbound(put_req, prof, kv.wire), kv.f_put);
+  c.Add("outbound SEND-UC PUT reply", Outbound(put_resp, 1, kHerdSignalEvery, prof, kv.wire), kv.f_put);
+  c.Add("server CPU (PUT)", Cpu(prof.cpu.kv_request_ns + 2 * prof.cpu.dram_ns), kv.f_put);
+  c.Add("clients' own work per request, READ completions", PeerWork(prof, kPilafBucketReads + 1, 1), kv.f_get);
+  c.Add("clients' own work per request", PeerWork(prof, 0, 1), kv.f_put);
+  c.Add("QP-context misses", QpCacheMisses(kv.clients, prof, true), 1);
+  Engagement e = kv.Cores();
+  e.qps = kv.workers;
+  e.qps_rx = kv.clients;
+  c.lat_us = kv.f_get * ((kPilafBucketReads + 1) * kv.TableReadLatUs(kPilafBucketB)) +
+             kv.f_put * (kv.Lat(put_req, true) + kv.Lat(put_resp, true));
+  return kv.Finish(c, e);
+}
+
+// farm and farm-var: GET by READs of a hopscotch neighbourhood (farm-var: of pointers, then the value).
+Prediction PredictFarm(const KvServer& kv) {
+  const bool var = kv.pt.system == "farm-var";
+  uint32_t bucket = kFarmNeighbourhood * (kv.sk + (var ? kPointerB : kv.sv));
+  Composer c = kv.Compose();
+  c.Add("inbound READ neighbourhood " + std::to_string(bucket) + " B", kv.TableRead(bucket), kv.f_get);
+  if (var) c.Add("inbound READ value " + std::to_string(kv.sv) + " B", kv.TableRead(kv.sv), kv.f_get);
+  double put_lat_us = c.AddWritePut(Transport::kUc, kv.sk, kv.sv, kv.f_put);
+  c.Add("clients' own work per request, READ completions", PeerWork(kv.prof, var ? 2 : 1, 1), kv.f_get);
+  c.Add("clients' own work per request", PeerWork(kv.prof, 0, 1), kv.f_put);
+  c.Add("QP-context misses", QpCacheMisses(kv.clients, kv.prof, true), 1);
+  Engagement e = kv.Cores();
+  e.qps = kv.workers;
+  e.qps_rx = kv.clients;
+  c.lat_us = kv.f_get * (kv.TableReadLatUs(bucket) * (var ? 2 : 1)) + kv.f_put * put_lat_us;
+  return kv.Finish(c, e);
+}
+
+// GET: one READ of the value and its lease word (the client's address cache hits); PUT: an
+// inlined WRITE-RC request and an inlined WRITE-RC response (HydraDB-em).
+Prediction PredictHydraDb(const KvServer& kv) {
+  Composer c = kv.Compose();
+  c.Add("inbound READ value + lease " + std::to_string(kv.sv + kLeaseB) + " B", kv.TableRead(kv.sv + kLeaseB),
+        kv.f_get);
+  double put_lat_us = c.AddWritePut(Transport::kRc, kv.sk, kv.sv, kv.f_put);
+  c.Add("clients' own work per request, READ completions", PeerWork(kv.prof, 1, 1), kv.f_get);
+  c.Add("clients' own work per request", PeerWork(kv.prof, 0, 1), kv.f_put);
+  c.Add("QP-context misses", QpCacheMisses(kv.clients, kv.prof, true), 1);
+  Engagement e = kv.Cores();
+  e.qps = kv.workers;
+  e.qps_rx = kv.clients;
+  c.lat_us = kv.f_get * kv.TableReadLatUs(kv.sv + kLeaseB) + kv.f_put * put_lat_us;
+  return kv.Finish(c, e);
+}
+
+// Not a system but guide16 Fig. 9's bound: every operation costs two inbound READs.
+Prediction PredictReadBased(const KvServer& kv) {
+  Composer c = kv.Compose();
+  c.Add("inbound READ " + std::to_string(kv.sv) + " B", kv.TableRead(kv.sv), kReadBasedReadsPerGet);
+  c.Add("clients' own work per request, READ completions", PeerWork(kv.prof, kReadBasedReadsPerGet, 1), 1);
+  Engagement e = kv.Cores();
+  e.qps_rx = kv.clients;
+  c.lat_us = kReadBasedReadsPerGet * kv.TableReadLatUs(kv.sv);
+  return kv.Finish(c, e);
+}
+
+// drtm and drtm-write: GET by one READ; PUT by a lock CAS and an unlock (drtm-write: and the value's WRITE).
+Prediction PredictDrtm(const KvServer& kv) {
+  const Profile& prof = kv.prof;
+  Composer c = kv.Compose();
+  c.Add("inbound READ item " + std::to_string(kv.sk + kv.sv) + " B", kv.TableRead(kv.sk + kv.sv), kv.f_get);
+  WrShape atomic = Shape(Verb(Opcode::kCas, Transport::kRc, false, true), 8);
+  Demand a = Inbound(atomic, prof, kv.wire);
+  // lock words of random keys spread over every lock bucket the NIC has, unless they share
+  // the address bits that pick the bucket (lock_placement same-bits): then all wait for one
+  a.lock_ns = prof.nic.atomic_lock_hold_ns / (kv.pt.same_bits_locks ? 1 : prof.nic.atomic_lock_buckets);
+  c.Add("inbound atomics (lock CAS, unlock)", a, 2 * kv.f_put);
+  c.Add("clients' own work per request, READ completions", PeerWork(prof, 1, 1), kv.f_get);
+  c.Add("clients' own work per request, atomic completions", PeerWork(prof, 2, 1), kv.f_put);
+  if (kv.pt.system == "drtm-write")
+    c.Add("inbound WRITE-RC value", Inbound(Shape(Verb(Opcode::kWrite, Transport::kRc, false, true), kv.sv), prof, kv.wire),
+          kv.f_put);
+  c.Add("QP-context misses", QpCacheMisses(kv.clients, prof, true), 1);
+  Engagement e = kv.Cores();
+  e.qps_rx = kv.clients;
+  c.lat_us = kv.f_get * kv.TableReadLatUs(kv.sk + kv.sv) + kv.f_put * 2 * kv.Lat(atomic, false);
+  return kv.Finish(c, e);
+}
+
+// The model's prediction of each rdmalab-kv system (and its read-based bound); a system
+// without a row is described and accepted as rdmalab-kv declares it, and not modeled.
+struct KvSystemModel {
+  const char* system;
+  Prediction (*predict)(const KvServer&);
+};
+
+constexpr KvSystemModel kKvSystemModels[] = {
+    {"herd", PredictHerd},   {"pilaf", PredictPilaf},    {"farm", PredictFarm},
+    {"farm-var", PredictFarm}, {"drtm", PredictDrtm},    {"drtm-write", PredictDrtm},
+    {"hydradb", PredictHydraDb}, {"read-based", PredictReadBased},
+};
+
+}  // namespace
+
+Prediction PredictKv(const Point& pt, const Profile& prof) {
+  const KvServer kv{pt, prof, WireFor(pt, prof)};
+  for (const auto& model : kKvSystemModels)
+    if (pt.system == model.system) return model.predict(kv);
+  throw NotModeled("system " + pt.system + ": the model has no prediction for it yet (model/systems.cc)");
 }
 
 }  // namespace rdmalab::model

@@ -1,11 +1,11 @@
 """Human labels for figures: series, facets, categories and axes, from the tables that own the names.
 
 The programs describe themselves (`BIN --describe`, read through harness.describe): every system's
-and mode's summary, every parameter's unit and help. What a reader needs beyond that is a short
-display name per described value (a kv system, a sequencer design, a verb), kept here in one table
-keyed by the described names; tests/python/test_figure_text.py checks that every system, design
-and verb the programs describe has one, and that a kv system's summary names it, so a new system
-without a display name fails a test.
+and mode's summary and display name (a kv system's, declared in its row), every parameter's unit
+and help. What a reader needs beyond that is a short display name per described design and verb,
+kept here in one table keyed by the described names; tests/python/test_figure_text.py checks that
+every system, design and verb the programs describe has one, and that a kv system's summary names
+it, so a new one without a display name fails a test.
 
 Nothing here returns "None" or an internal key=value string: a series' parameter that a point does
 not carry is left out of its label, a boolean is named by its meaning ("batching" / "no batching").
@@ -14,19 +14,14 @@ from __future__ import annotations
 
 import functools
 import pathlib
-from typing import Any, Optional
+from typing import Any, Iterator, Optional
 
-from harness.describe import DescribeError, describe
+from harness.describe import DescribeError, Description, describe
 
 kRoot = pathlib.Path(__file__).resolve().parents[1]
 kPrograms = ("rdmalab-kv", "rdmalab-bench", "rdmalab-model")
 
 # Display names of described values, keyed by parameter, then by the described name.
-kSystems = {  # rdmalab-kv's and rdmalab-model's systems (kv/core/systems.cc, model/params.cc)
-    "herd": "HERD", "pilaf": "Pilaf-em-OPT", "farm": "FaRM-em", "farm-var": "FaRM-em-VAR",
-    "drtm": "DrTM-KV-em", "drtm-write": "DrTM-KV-em (WRITE)", "hydradb": "HydraDB-em",
-    "memcached": "memcached", "redis": "Redis", "read-based": "READ-based bound",
-}
 kDesigns = {  # the sequencer's designs (rdmalab-bench sequencer, guide16 Fig. 7)
     "herd-rpc": "HERD-RPC", "herd-rpc-batch": "HERD-RPC + batching", "herd-rpc-mq": "HERD-RPC + multi-queue",
     "spec-s0": "Spec-S0", "atomics": "atomics",
@@ -42,7 +37,7 @@ kProfiles = {  # model/profiles/*.yaml by name
     "host-engine": "host engine (template)", "softnic": "softnic (measured)",
 }
 kChoices: dict[str, dict[Any, str]] = {
-    "system": kSystems, "design": kDesigns, "verb": kVerbs, "request": kVerbs, "response": kVerbs,
+    "design": kDesigns, "verb": kVerbs, "request": kVerbs, "response": kVerbs,
     "profile": kProfiles,
     "method": {"dma": "DMA", "mmio": "MMIO", "doorbell": "Doorbell"},
     "stack": {"rdma": "RDMA", "udp": "UDP (kernel)", "tcp": "TCP (kernel)", "raw": "raw packets"},
@@ -93,21 +88,36 @@ kCounts = {
 kShortUnits = {"bytes": "B"}
 
 
-@functools.lru_cache(maxsize=1)
-def units() -> dict[str, str]:
-    """Each parameter's unit as the programs describe it (the first program that gives one)."""
-    out: dict[str, str] = {}
+def _descriptions() -> Iterator[Description]:
+    """The built programs' descriptions, in kPrograms' order."""
     for prog in kPrograms:
         path = kRoot / "build" / "bin" / prog
         if not path.is_file():
             continue
         try:
-            desc = describe(path)
+            yield describe(path)
         except DescribeError:
             continue
+
+
+@functools.lru_cache(maxsize=1)
+def units() -> dict[str, str]:
+    """Each parameter's unit as the programs describe it (the first program that gives one)."""
+    out: dict[str, str] = {}
+    for desc in _descriptions():
         for name, p in desc.params.items():
             if p.unit and name not in out:
                 out[name] = p.unit
+    return out
+
+
+@functools.lru_cache(maxsize=1)
+def systems() -> dict[str, str]:
+    """Each kv system's display name as its row declares it (kv/core/systems.cc; the model's own)."""
+    out: dict[str, str] = {}
+    for desc in _descriptions():
+        for name, s in desc.systems.items():
+            out.setdefault(name, s.display or name)
     return out
 
 
@@ -164,7 +174,7 @@ def value(name: Optional[str], v: Any, *, with_noun: bool = True) -> Optional[st
         return None
     if name is None:
         return str(v)
-    table = kChoices.get(name)
+    table = systems() if name == "system" else kChoices.get(name)
     if table is not None and v in table:
         return table[v]
     if isinstance(v, bool):

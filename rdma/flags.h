@@ -202,18 +202,22 @@ std::string HelpLine(const char* name, char short_name, const char* value_hint, 
                      const nlohmann::json& shown_default);
 
 // What a program runs (a mode, a system) as --describe lists it: the parameters it takes
-// beyond ParticipantOptions'.
+// beyond ParticipantOptions', and the name figures give it where a row says one.
 struct Described {
   std::string name;
   std::string summary;
   std::vector<std::string> params;
+  std::string display;  // empty: the figures use `name`
 };
 
-// The Described of each entry of a table whose rows have name, summary and params.
+// The Described of each entry of a table whose rows have name, summary, params and maybe display.
 template <typename Entry>
 std::vector<Described> DescribedList(const std::vector<Entry>& entries) {
   std::vector<Described> list;
-  for (const auto& entry : entries) list.push_back({entry.name, entry.summary, entry.params});
+  for (const auto& entry : entries) {
+    list.push_back({entry.name, entry.summary, entry.params, {}});
+    if constexpr (requires { entry.display; }) list.back().display = entry.display;
+  }
   return list;
 }
 
@@ -261,7 +265,11 @@ nlohmann::ordered_json DescribedJson(const std::vector<Flag<Options>>& flags, co
     const std::string key = FlagKey(flag.name);
     if (std::find(names.begin(), names.end(), key) != names.end()) params.push_back(key);
   }
-  return {{"name", described.name}, {"summary", described.summary}, {"params", params}};
+  nlohmann::ordered_json entry = {{"name", described.name}};
+  if (!described.display.empty()) entry["display"] = described.display;
+  entry["summary"] = described.summary;
+  entry["params"] = params;
+  return entry;
 }
 
 // The program's description (schema rdmalab-describe/1), from its tables.

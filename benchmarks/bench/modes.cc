@@ -3,6 +3,23 @@
 #include "rdma/error.h"
 
 namespace rdmalab::bench {
+
+// Each mode's entry points, defined in its own file: the table below is their one caller.
+void CheckLat(Options& options);
+Report RunLat(Session& session);
+void CheckTput(Options& options);
+void CheckAtomics(Options& options);
+Report RunTput(Session& session);
+void CheckEcho(Options& options);
+Report RunEcho(Session& session);
+void CheckSgbatch(Options& options);
+Report RunSgbatch(Session& session);
+void CheckSequencer(Options& options);
+Report RunSequencer(Session& session);
+void CheckSockets(Options& options);
+Report RunSockets(Session& session);
+Report RunRawPacket(Session& session);
+
 namespace {
 
 bool NeverNodes(const Options&) { return false; }

@@ -1,7 +1,7 @@
 // The mode table: a mode is a run function over a Session, the parameters it takes beyond
 // the participant's (--describe lists them; the harness rejects any other), plus the facts
-// the core needs before joining (does it use the `node` role). Adding a mode is one row
-// here plus its code.
+// the core needs before joining (does it use the `node` role). Adding a mode is its code
+// (one file, in CMakeLists.txt) plus its entry points' declarations and one row in modes.cc.
 #pragma once
 
 #include <string>
@@ -28,22 +28,6 @@ const Mode& FindMode(const std::string& name);
 std::string ModeNames();  // "lat, tput, ..."
 // The mode a run uses: the named one over verbs, or its kernel-socket stand-in (--stack udp|tcp).
 const Mode& ModeFor(const Options& options);
-
-// Mode entry points (one file each).
-void CheckLat(Options& options);
-Report RunLat(Session& session);
-void CheckTput(Options& options);
-void CheckAtomics(Options& options);
-Report RunTput(Session& session);
-void CheckEcho(Options& options);
-Report RunEcho(Session& session);
-void CheckSgbatch(Options& options);
-Report RunSgbatch(Session& session);
-void CheckSequencer(Options& options);
-Report RunSequencer(Session& session);
-void CheckSockets(Options& options);
-Report RunSockets(Session& session);
-Report RunRawPacket(Session& session);
 
 // Shared checks.
 std::uint64_t IterationsOrDefault(const Options& options, std::uint64_t mode_default);

@@ -145,7 +145,7 @@ const CommandLine<Options>& KvCommandLine() {
       TakePositional,
       [](const Options&) { return nlohmann::json::object(); },
       [] {
-        Described kv{"kv", "a key-value system (--system) under the clients' workload", {}};
+        Described kv{"kv", "a key-value system (--system) under the clients' workload", {}, {}};
         for (const auto& flag : SystemFlags()) kv.params.push_back(FlagKey(flag.name));
         return std::vector<Described>{kv};
       },

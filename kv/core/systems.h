@@ -2,8 +2,8 @@
 // parameters it takes beyond every system's (--describe lists them; the harness rejects any
 // other), and the checks it makes of the options before anything is touched. The program
 // core (program.h) looks systems up here by name, as rdmalab-bench looks up its modes;
-// kv/remote takes a READ-based system's design from its row. Adding a system is one row
-// here plus its code.
+// kv/remote takes a READ-based system's design from its row. Adding a system is its code
+// (in kv/CMakeLists.txt) plus its entry points' declarations and one row in systems.cc.
 #pragma once
 
 #include <cstdint>
@@ -22,6 +22,7 @@ enum class RemoteDesign : std::uint8_t { kPilaf, kFarm, kFarmVar, kDrtm, kDrtmWr
 
 struct System {
   const char* name;
+  const char* display;  // what figures call it
   const char* summary;
   std::vector<std::string> params;  // beyond kEverySystemParams; names in the flag table (options.cc)
   void (*check)(Options& options);  // fails naming the conflict
@@ -38,22 +39,5 @@ const std::vector<std::string>& EverySystemParams();
 // One line per system for --help, and each system as --describe lists it.
 std::string SystemList();
 std::vector<Described> DescribedSystems();
-
-// System entry points (one folder each).
-void CheckHerd(Options& options);
-Report RunHerdServer(Session& session);
-Report RunHerdClient(Session& session);
-// The READ-based systems (kv/remote: one server; a client transport each in kv/pilaf,
-// kv/farm, kv/drtm, kv/hydradb).
-void CheckRemoteSystem(Options& options);
-Report RunRemoteServer(Session& session);
-Report RunPilafClient(Session& session);
-Report RunFarmClient(Session& session);
-Report RunDrtmClient(Session& session);
-Report RunHydraDbClient(Session& session);
-// memcached and Redis (kv/tcp): the store runs as the server role's child, clients speak TCP.
-void CheckTcpStore(Options& options);
-Report RunTcpServer(Session& session);
-Report RunTcpClient(Session& session);
 
 }  // namespace rdmalab::kv
