@@ -32,7 +32,7 @@ import platform
 import socket
 import statistics
 import subprocess
-from typing import Any, Callable, Optional
+from typing import Any, Callable
 
 import yaml
 from rich.console import Console
