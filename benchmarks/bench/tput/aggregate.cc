@@ -4,6 +4,7 @@
 #include <algorithm>
 
 #include "benchmarks/bench/modeled_pcie.h"
+#include "benchmarks/bench/peer_rates.h"
 #include "benchmarks/bench/tput/run.h"
 
 namespace rdmalab::bench::tput {
@@ -20,10 +21,6 @@ json ThreadJson(int index, std::uint64_t ops, double duration_s, const LatencyHi
     out["lat_us_p99"] = static_cast<double>(latency.Percentile(99)) / 1000.0;
   }
   return out;
-}
-
-json PeerRate(const std::string& peer, std::uint64_t ops, double duration_s) {
-  return {{"peer", peer}, {"ops", ops}, {"mops", duration_s > 0 ? ops / duration_s / 1e6 : 0.0}};
 }
 
 }  // namespace

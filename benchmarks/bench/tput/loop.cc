@@ -240,7 +240,8 @@ void TputRun::AddressAtomic(ActiveThread& thread, const Target& target, std::uin
   if (measuring) target.measured_posts += posted - first_posted;
 }
 
-void TputRun::LearnCasResults(ActiveThread& thread, std::size_t queue, std::uint64_t from, std::uint64_t upto) {
+// Inline, for PollSends: CAS completions arrive at the rate of the posts.
+inline void TputRun::LearnCasResults(ActiveThread& thread, std::size_t queue, std::uint64_t from, std::uint64_t upto) {
   // WRs of one QP complete in order, so every CAS up to `upto` has written its result.
   // Slots restart at 0 with each payload size (PostBatch's next_slot).
   const std::uint8_t* lane = thread.local.data() + std::uint64_t{queue} * plan_.slots_per_lane * plan_.slot_bytes;

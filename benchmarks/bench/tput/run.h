@@ -115,15 +115,15 @@ class TputRun {
   void RunActive(ActiveThread& thread, int index, std::uint32_t size);
   void Drain(ActiveThread& thread, std::uint32_t size, std::uint64_t deadline_ticks, std::uint64_t& rng);
   void PrepareBatch(ActiveThread& thread, const Target& target, std::uint32_t size, int count);
-  void PostBatch(ActiveThread& thread, Target& target, SendQueue& queue, std::uint32_t size, int count,
-                 bool force_signal, bool measuring, std::uint64_t& rng);
+  inline void PostBatch(ActiveThread& thread, Target& target, SendQueue& queue, std::uint32_t size, int count,
+                        bool force_signal, bool measuring, std::uint64_t& rng);
   void PostSinglesUntilFull(ActiveThread& thread, Target& target, SendQueue& queue, std::uint32_t size,
                             std::uint64_t window, bool measuring);
   void AddressKeyedRead(ActiveThread& thread, const Target& target, std::uint32_t size, ibv_send_wr& wr);
   void AddressAtomic(ActiveThread& thread, const Target& target, std::uint8_t* local, ibv_send_wr& wr,
                      std::uint64_t& rng);
   std::uint64_t PollSends(ActiveThread& thread, bool measuring);
-  void LearnCasResults(ActiveThread& thread, std::size_t queue, std::uint64_t from, std::uint64_t upto);
+  inline void LearnCasResults(ActiveThread& thread, std::size_t queue, std::uint64_t from, std::uint64_t upto);
   void RunPassive(PassiveThread& thread, std::uint32_t size);
   // Consumed RECVs re-posted as one list per run of completions of a queue: a receiver
   // that is behind refills a poll's worth with one post, as NIC drivers do.
