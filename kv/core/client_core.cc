@@ -65,11 +65,7 @@ void CountValueCheck(ClientCounts& counts, ValueCheck check) {
 
 ResultRow ClientRow(const std::vector<ClientState>& clients, const std::vector<ThreadOutcome>& threads,
                     std::uint32_t value_bytes, int process_index, const TscClock& clock) {
-  ResultRow row;
-  row.size_bytes = value_bytes;
-  row.payload_bytes_per_op = value_bytes;
-  row.latency_kind = "rtt";
-  row.latency_ns = std::make_unique<LatencyHistogram>();
+  ResultRow row = LatencyRow(value_bytes, value_bytes, "rtt");
   std::uint64_t start = ~std::uint64_t{0}, end = 0;
   for (const auto& thread : threads) {
     row.latency_ns->Merge(thread.latency);

@@ -99,11 +99,7 @@ ResultRow EchoRun::MeasureClient(std::uint32_t size) {
   const std::uint64_t duration_ticks = clock.NsToTicks(static_cast<std::uint64_t>(o_.duration_s * 1e9));
   const std::uint64_t iterations = o_.duration_s > 0 ? 0 : IterationsOrDefault(o_, 100'000);
   const std::uint64_t deadline = DeadlineTicks(session_);
-  ResultRow row;
-  row.size_bytes = size;
-  row.payload_bytes_per_op = size;
-  row.latency_ns = std::make_unique<LatencyHistogram>();
-  row.latency_kind = "rtt";
+  ResultRow row = LatencyRow(size, size, "rtt");
   const std::uint32_t window = shape_.window;
   std::vector<std::uint32_t> arrived(std::max<std::uint32_t>(window, kPollBatch));
   client_ = EchoClientWindow(window, clock, *row.latency_ns);

@@ -28,15 +28,6 @@ ResultRow SequencerRun::ServerRow() {
   return row;
 }
 
-ResultRow SequencerRun::ClientRow() {
-  ResultRow row;
-  row.size_bytes = kIntegerBytes;
-  row.payload_bytes_per_op = kIntegerBytes;
-  row.latency_ns = std::make_unique<LatencyHistogram>();
-  row.latency_kind = "rtt";
-  return row;
-}
-
 void SequencerRun::AddClientCounts(ResultRow& row) const {
   const SequencerClientStats& stats = client_.stats();
   row.extra["integers_received"] = stats.received;

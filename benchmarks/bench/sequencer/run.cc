@@ -40,7 +40,7 @@ Report SequencerRun::Serve() {
 Report SequencerRun::Request() {
   SetupClient();
   session_.Barrier("connected");
-  ResultRow row = ClientRow();
+  ResultRow row = LatencyRow(kIntegerBytes, kIntegerBytes, "rtt");
   client_ = SequencerClientWindow(window_, o_.count, session_.clock(), *row.latency_ns);
   session_.Barrier("start/0");
   RunClient(row);

@@ -110,7 +110,6 @@ class SequencerRun {
 
   // aggregate.cc
   ResultRow ServerRow();
-  ResultRow ClientRow();
   void AddClientCounts(ResultRow& row) const;
 
   Session& session_;
