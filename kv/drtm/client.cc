@@ -76,11 +76,8 @@ class DrtmTransport {
 };
 
 int DrtmTransport::Poll(Response* out, int max) {
-  Connection::Done completions[kPollBatch];
   int n = 0;
-  const int done = connection_.PollRc(completions, max);
-  for (int i = 0; i < done; ++i) {
-    const auto [id, slot, step] = completions[i];
+  connection_.ForEachDone(max, [&](std::uint32_t id, std::uint32_t slot, std::uint32_t step) {
     switch (step) {
       case kReadValue:
         if (torn_.Again(slot, pending_[slot].key_index, connection_.ReadBuffer(slot), layout_.value_bytes, totals_)) {
@@ -111,7 +108,7 @@ int DrtmTransport::Poll(Response* out, int max) {
         ++totals_->verbs.puts;
         break;
     }
-  }
+  });
   return n;
 }
 

@@ -187,16 +187,13 @@ bool FarmTransport::Full(std::uint32_t id, std::uint32_t step, Response& out) {
 }
 
 int FarmTransport::Poll(Response* out, int max) {
-  Connection::Done completions[kPollBatch];
   int n = 0;
-  const int reads = connection_.PollRc(completions, max);
-  for (int i = 0; i < reads; ++i) {
-    const auto [id, slot, step] = completions[i];
+  connection_.ForEachDone(max, [&](std::uint32_t id, std::uint32_t, std::uint32_t step) {
     if (layout_.full ? Full(id, step, out[n]) : Emulated(id, step, out[n])) {
       ++n;
       ++totals_->verbs.gets;
     }
-  }
+  });
   Answer answers[kPollBatch];
   const int received = ring_.Poll(answers, std::min(max - n, kPollBatch));
   for (int i = 0; i < received; ++i) out[n++] = PutAnswered(answers[i], kFarmAnswerWrite, totals_);

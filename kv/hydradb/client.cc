@@ -57,22 +57,19 @@ class HydraTransport {
 };
 
 int HydraTransport::Poll(Response* out, int max) {
-  Connection::Done completions[kPollBatch];
   int n = 0;
-  const int reads = connection_.PollRc(completions, max);
-  for (int i = 0; i < reads; ++i) {
-    const auto [id, slot, step] = completions[i];
+  connection_.ForEachDone(max, [&](std::uint32_t id, std::uint32_t slot, std::uint32_t) {
     const std::uint8_t* entry = connection_.ReadBuffer(slot);
     const std::uint64_t key_index = pending_[slot].key_index;
     if (torn_.Again(slot, key_index, entry, layout_.value_bytes, totals_)) {
       Read(id, layout_.entries + key_index * layout_.entry_bytes);
-      continue;
+      return;
     }
     std::uint64_t lease = 0;
     std::memcpy(&lease, entry + layout_.value_bytes, kLeaseBytes);
     out[n++] = Response{id, lease != 0, entry, layout_.value_bytes};
     ++totals_->verbs.gets;
-  }
+  });
   Answer answers[kPollBatch];
   const int received = ring_.Poll(answers, std::min(max - n, kPollBatch));
   for (int i = 0; i < received; ++i) {

@@ -130,17 +130,14 @@ bool PilafTransport::FullStep(std::uint32_t id, std::uint32_t step, Response& ou
 }
 
 int PilafTransport::Poll(Response* out, int max) {
-  Connection::Done completions[kPollBatch];
   int n = 0;
-  const int reads = connection_.PollRc(completions, max);
-  for (int i = 0; i < reads; ++i) {
-    const auto [id, slot, step] = completions[i];
+  connection_.ForEachDone(max, [&](std::uint32_t id, std::uint32_t, std::uint32_t step) {
     if (layout_.full) {
       if (FullStep(id, step, out[n])) {
         ++n;
         ++totals_->verbs.gets;
       }
-      continue;
+      return;
     }
     switch (step) {
       case kFirstBucket:
@@ -166,7 +163,7 @@ int PilafTransport::Poll(Response* out, int max) {
         ++totals_->verbs.gets;
         break;
     }
-  }
+  });
   Answer answers[kPollBatch];
   const int received = connection_.PollAnswers(answers, max - n);
   for (int i = 0; i < received; ++i) out[n++] = PutAnswered(answers[i], kPilafAnswerSend, totals_);
