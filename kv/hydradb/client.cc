@@ -12,18 +12,13 @@ namespace rdmalab::kv {
 namespace remote {
 namespace {
 
-class HydraTransport {
+class HydraTransport : public TransportBase {
  public:
   HydraTransport(Session& session, std::uint32_t client, const Layout& layout, ClientTotals* totals)
-      : layout_(layout),
-        connection_(session, client, layout),
+      : TransportBase(session, client, layout, totals),
         ring_(connection_, layout, client, static_cast<std::uint32_t>(session.options().window)),
-        totals_(totals),
         miss_path_(session.options().hydradb_miss_path),
-        known_(miss_path_ ? layout.keys : 0, false),
-        pending_(session.options().window),
-        torn_(session.options().window) {}
-  Connection& connection() { return connection_; }
+        known_(miss_path_ ? layout.keys : 0, false) {}
 
   static constexpr bool kLosesMessages = false;  // RC only
   void Issue(const Request& request) {
@@ -46,14 +41,9 @@ class HydraTransport {
     ++totals_->verbs.wrs[kHydraValueRead];
   }
 
-  const Layout& layout_;
-  Connection connection_;
   RingWriter ring_;
-  ClientTotals* totals_;
   bool miss_path_;
   std::vector<bool> known_;  // --hydradb-miss-path: keys whose address this client has
-  std::vector<Request> pending_;
-  TornReads torn_;
 };
 
 int HydraTransport::Poll(Response* out, int max) {

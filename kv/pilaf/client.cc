@@ -17,17 +17,12 @@ namespace {
 
 enum PilafStep : std::uint32_t { kFirstBucket, kSecondBucket, kValue, kThirdBucket };
 
-class PilafTransport {
+class PilafTransport : public TransportBase {
  public:
   PilafTransport(Session& session, std::uint32_t client, const Layout& layout, ClientTotals* totals)
-      : layout_(layout),
-        connection_(session, client, layout),
-        totals_(totals),
-        pending_(session.options().window),
-        torn_(session.options().window),
+      : TransportBase(session, client, layout, totals),
         extents_(session.options().window),
         sealed_(session.options().window, session.clock()) {}
-  Connection& connection() { return connection_; }
 
   // A lost PUT or answer (UC) is sent again; GETs travel over RC and are never lost.
   static constexpr bool kLosesMessages = true;
@@ -81,11 +76,6 @@ class PilafTransport {
     ++totals_->verbs.wrs[kPilafPutSend];
   }
 
-  const Layout& layout_;
-  Connection connection_;
-  ClientTotals* totals_;
-  std::vector<Request> pending_;  // per window slot: the GET whose READs are under way
-  TornReads torn_;
   std::vector<std::uint64_t> extents_;   // Pilaf full, per window slot: the extent being READ
   SealedReads sealed_;                   // Pilaf full: READs made again after a failed CRC64
   std::uint32_t second_bucket_credit_ = 0;  // tenths: a GET adds 6 and READs the second bucket at 10
