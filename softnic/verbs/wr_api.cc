@@ -88,26 +88,26 @@ void WrAbort(ibv_qp_ex* ex) {
   UnlockQp(ToSoft(ex));
 }
 
-void WrRdmaWrite(ibv_qp_ex* ex, uint32_t rkey, uint64_t remote_addr) {
-  if (WorkRequest* wr = Begin(ex, IBV_WR_RDMA_WRITE)) {
+// A WR on the peer's memory: Begin, then the rkey and remote address every such verb takes.
+WorkRequest* BeginRemote(ibv_qp_ex* ex, ibv_wr_opcode opcode, uint32_t rkey, uint64_t remote_addr) {
+  WorkRequest* wr = Begin(ex, opcode);
+  if (wr != nullptr) {
     wr->rkey = rkey;
     wr->remote_addr = remote_addr;
   }
+  return wr;
+}
+
+void WrRdmaWrite(ibv_qp_ex* ex, uint32_t rkey, uint64_t remote_addr) {
+  BeginRemote(ex, IBV_WR_RDMA_WRITE, rkey, remote_addr);
 }
 
 void WrRdmaWriteImm(ibv_qp_ex* ex, uint32_t rkey, uint64_t remote_addr, __be32 imm) {
-  if (WorkRequest* wr = Begin(ex, IBV_WR_RDMA_WRITE_WITH_IMM)) {
-    wr->rkey = rkey;
-    wr->remote_addr = remote_addr;
-    wr->imm_data = imm;
-  }
+  if (WorkRequest* wr = BeginRemote(ex, IBV_WR_RDMA_WRITE_WITH_IMM, rkey, remote_addr)) wr->imm_data = imm;
 }
 
 void WrRdmaRead(ibv_qp_ex* ex, uint32_t rkey, uint64_t remote_addr) {
-  if (WorkRequest* wr = Begin(ex, IBV_WR_RDMA_READ)) {
-    wr->rkey = rkey;
-    wr->remote_addr = remote_addr;
-  }
+  BeginRemote(ex, IBV_WR_RDMA_READ, rkey, remote_addr);
 }
 
 void WrSend(ibv_qp_ex* ex) { Begin(ex, IBV_WR_SEND); }
@@ -117,20 +117,14 @@ void WrSendImm(ibv_qp_ex* ex, __be32 imm) {
 }
 
 void WrAtomicCmpSwp(ibv_qp_ex* ex, uint32_t rkey, uint64_t remote_addr, uint64_t compare, uint64_t swap) {
-  if (WorkRequest* wr = Begin(ex, IBV_WR_ATOMIC_CMP_AND_SWP)) {
-    wr->rkey = rkey;
-    wr->remote_addr = remote_addr;
+  if (WorkRequest* wr = BeginRemote(ex, IBV_WR_ATOMIC_CMP_AND_SWP, rkey, remote_addr)) {
     wr->compare_add = compare;
     wr->swap = swap;
   }
 }
 
 void WrAtomicFetchAdd(ibv_qp_ex* ex, uint32_t rkey, uint64_t remote_addr, uint64_t add) {
-  if (WorkRequest* wr = Begin(ex, IBV_WR_ATOMIC_FETCH_AND_ADD)) {
-    wr->rkey = rkey;
-    wr->remote_addr = remote_addr;
-    wr->compare_add = add;
-  }
+  if (WorkRequest* wr = BeginRemote(ex, IBV_WR_ATOMIC_FETCH_AND_ADD, rkey, remote_addr)) wr->compare_add = add;
 }
 
 // Opcodes softnic does not offer: the batch fails at ibv_wr_complete.
