@@ -72,7 +72,7 @@ class Connection {
  private:
   void PostMessageWr(ibv_send_wr& wr);
   // One RC WR with one SGE over this client's region; `what` names it in an error.
-  void PostRc(ibv_send_wr& wr, ibv_sge& sge, const std::uint8_t* local, std::uint32_t bytes, const char* what);
+  void PostRc(ibv_send_wr& wr, const std::uint8_t* local, std::uint32_t bytes, const char* what);
   void PostRecv(std::uint32_t buffer);
 
   Session& session_;
