@@ -89,7 +89,11 @@ class DatagramWindow {
     }
   }
 
-  void Report(ResultRow& row) const {
+  // Into the row: which stack generated the datagrams, in batches of how many, and how many
+  // were lost or late.
+  void Report(ResultRow& row, const char* stack, int io_batch) const {
+    row.extra["stack"] = stack;
+    row.extra["io_batch"] = io_batch;
     row.extra["lost_packets"] = lost_;
     row.extra["late_packets"] = late_;
   }
