@@ -267,6 +267,14 @@ std::uint64_t DeadlineAfterWaitMs(std::uint64_t timeout_ms) {
   return now + std::min(timeout_ms, limit) * 1'000'000ull;
 }
 
+// A request's timeout_ms (60 s when absent); false when it is not a non-negative integer.
+bool TimeoutMs(const json& request, std::uint64_t& timeout_ms) {
+  const json value = request.contains("timeout_ms") ? request.at("timeout_ms") : json(kDefaultWaitMs);
+  if (!value.is_number_unsigned()) return false;
+  timeout_ms = value.get<std::uint64_t>();
+  return true;
+}
+
 }  // namespace
 
 struct RendezvousServer::State {
@@ -298,10 +306,32 @@ struct RendezvousServer::State {
   bool stopping = false;
   int hellos = 0;
   int departures = 0;
+
+  explicit State(std::string server_token) : token(std::move(server_token)) {}
+
+  // Serve's steps, each under `mutex`.
+  void Reply(int fd, const json& message) { WriteAll(fd, message.dump() + "\n"); }
+  void Error(int fd, const std::string& text) { Reply(fd, {{"ok", false}, {"error", text}}); }
+  void Answer(int fd, const json& message);
+  void AbortPoint(const std::string& who, const std::string& reason);
+  void EndConnection(int fd, bool clean);
+  void Hello(int fd, const json& request);
+  void Put(int fd, const json& request);
+  void Get(int fd, const json& request);
+  void Meet(int fd, const json& request);
+  void Handle(int fd, const std::string& line);
+  bool Drain(int fd);
+  int Expire();
+  int Settle();
+  void WatchReadable(std::vector<pollfd>& fds) const;
+  void Accept(int listen_fd);
+  void Receive(int fd);
+
+  const std::string token;
 };
 
 RendezvousServer::RendezvousServer(const std::string& bind_address, std::uint16_t port, std::string token)
-    : token_(std::move(token)), state_(std::make_unique<State>()) {
+    : state_(std::make_unique<State>(std::move(token))) {
   listen_fd_ = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
   if (listen_fd_ < 0) FailErrno("socket", errno);
   const int one = 1;
@@ -346,269 +376,280 @@ bool RendezvousServer::WaitUntilAllLeft(int timeout_ms) {
                                   [&] { return state_->departures == state_->hellos; });
 }
 
-void RendezvousServer::Serve() {
-  State& s = *state_;
-  auto reply = [](int fd, const json& message) { WriteAll(fd, message.dump() + "\n"); };
-  auto error = [&](int fd, const std::string& text) { reply(fd, {{"ok", false}, {"error", text}}); };
-  // Answers the wait of `fd`; its next request may run.
-  auto answer = [&](int fd, const json& message) {
-    reply(fd, message);
-    s.participants.at(fd).waiting = false;
-  };
-  auto abort_point = [&](const std::string& who, const std::string& reason) {
-    if (s.failure.empty()) s.failure = "participant " + who + " failed: " + reason;
-    for (auto& waiter : s.gets) answer(waiter.fd, {{"ok", false}, {"error", s.failure}});
-    s.gets.clear();
-    for (auto& [name, barrier] : s.barriers) {
-      for (auto& waiter : barrier.waiters) answer(waiter.fd, {{"ok", false}, {"error", s.failure}});
+
+// Answers the wait of `fd`; its next request may run.
+void RendezvousServer::State::Answer(int fd, const json& message) {
+  Reply(fd, message);
+  participants.at(fd).waiting = false;
+}
+
+void RendezvousServer::State::AbortPoint(const std::string& who, const std::string& reason) {
+  if (failure.empty()) failure = "participant " + who + " failed: " + reason;
+  for (auto& waiter : gets) Answer(waiter.fd, {{"ok", false}, {"error", failure}});
+  gets.clear();
+  for (auto& [name, barrier] : barriers) {
+    for (auto& waiter : barrier.waiters) Answer(waiter.fd, {{"ok", false}, {"error", failure}});
+  }
+  barriers.clear();
+}
+
+// Ends a connection after its last reply; one that was a participant and ends unclean aborts the point.
+void RendezvousServer::State::EndConnection(int fd, bool clean) {
+  auto& participant = participants.at(fd);
+  if (participant.left) return;
+  participant.left = true;
+  shutdown(fd, SHUT_RDWR);
+  if (!participant.name.empty()) {
+    ++departures;
+    if (!clean) AbortPoint(participant.name, "disconnected");
+  }
+  changed.notify_all();
+}
+
+void RendezvousServer::State::Hello(int fd, const json& request) {
+  auto& participant = participants.at(fd);
+  const json token_field = Field(request, "token"), role = Field(request, "role"), index = Field(request, "index");
+  std::string refusal;
+  std::string name;
+  if (!token_field.is_string() || token_field.get_ref<const std::string&>() != token) {
+    refusal = "bad token";
+  } else if (!role.is_string() || role.get_ref<const std::string&>().empty()) {
+    refusal = "hello needs a non-empty string role, got " + PyRepr(role);
+  } else if (!index.is_number_unsigned()) {
+    refusal = "hello needs a non-negative integer index, got " + PyRepr(index);
+  } else {
+    name = role.get<std::string>() + "/" + index.dump();
+    for (auto& [other_fd, other] : participants) {
+      if (other.name == name) refusal = "duplicate participant " + name;
     }
-    s.barriers.clear();
-  };
-  // Ends a connection after its last reply; one that was a participant and ends unclean aborts the point.
-  auto end_connection = [&](int fd, bool clean) {
-    auto& participant = s.participants.at(fd);
-    if (participant.left) return;
-    participant.left = true;
-    shutdown(fd, SHUT_RDWR);
-    if (!participant.name.empty()) {
-      ++s.departures;
-      if (!clean) abort_point(participant.name, "disconnected");
-    }
-    s.changed.notify_all();
-  };
-  auto timeout_ms_of = [&](const json& request, std::uint64_t& timeout_ms) {
-    const json value = request.contains("timeout_ms") ? request.at("timeout_ms") : json(kDefaultWaitMs);
-    if (!value.is_number_unsigned()) return false;
-    timeout_ms = value.get<std::uint64_t>();
-    return true;
-  };
-  auto hello = [&](int fd, const json& request) {
-    auto& participant = s.participants.at(fd);
-    const json token = Field(request, "token"), role = Field(request, "role"), index = Field(request, "index");
-    std::string refusal;
-    std::string name;
-    if (!token.is_string() || token.get_ref<const std::string&>() != token_) {
-      refusal = "bad token";
-    } else if (!role.is_string() || role.get_ref<const std::string&>().empty()) {
-      refusal = "hello needs a non-empty string role, got " + PyRepr(role);
-    } else if (!index.is_number_unsigned()) {
-      refusal = "hello needs a non-negative integer index, got " + PyRepr(index);
+  }
+  if (!refusal.empty()) {
+    Error(fd, refusal);
+    EndConnection(fd, true);  // not a participant: nothing to abort
+    return;
+  }
+  participant.name = name;
+  ++hellos;
+  Reply(fd, {{"ok", true}});
+}
+
+void RendezvousServer::State::Put(int fd, const json& request) {
+  const json key = Field(request, "key");
+  if (!key.is_string()) return Error(fd, "put needs a string key, got " + PyRepr(key));
+  const std::string& k = key.get_ref<const std::string&>();
+  if (!request.contains("value")) return Error(fd, "put of key " + k + " has no value");
+  if (!failure.empty()) return Error(fd, failure);
+  if (values.count(k) != 0) return Error(fd, "key " + k + " already put by " + owners[k]);
+  values[k] = request.at("value");
+  owners[k] = participants.at(fd).name;
+  Reply(fd, {{"ok", true}});
+  for (auto it = gets.begin(); it != gets.end();) {
+    if (it->key == k) {
+      Answer(it->fd, {{"ok", true}, {"value", values[k]}});
+      it = gets.erase(it);
     } else {
-      name = role.get<std::string>() + "/" + index.dump();
-      for (auto& [other_fd, other] : s.participants) {
-        if (other.name == name) refusal = "duplicate participant " + name;
-      }
+      ++it;
     }
-    if (!refusal.empty()) {
-      error(fd, refusal);
-      end_connection(fd, true);  // not a participant: nothing to abort
-      return;
+  }
+}
+
+void RendezvousServer::State::Get(int fd, const json& request) {
+  const json key = Field(request, "key");
+  if (!key.is_string()) return Error(fd, "get needs a string key, got " + PyRepr(key));
+  std::uint64_t timeout_ms = 0;
+  if (!TimeoutMs(request, timeout_ms)) {
+    return Error(fd, "timeout_ms must be a non-negative integer, got " + PyRepr(Field(request, "timeout_ms")));
+  }
+  if (!failure.empty()) return Error(fd, failure);
+  const std::string& k = key.get_ref<const std::string&>();
+  if (auto found = values.find(k); found != values.end()) {
+    return Reply(fd, {{"ok", true}, {"value", found->second}});
+  }
+  gets.push_back({fd, k, DeadlineAfterWaitMs(timeout_ms), timeout_ms});
+  participants.at(fd).waiting = true;
+}
+
+// A barrier request: waits until `count` participants have met at the name.
+void RendezvousServer::State::Meet(int fd, const json& request) {
+  const json name_field = Field(request, "name"), count_field = Field(request, "count");
+  if (!name_field.is_string()) return Error(fd, "barrier needs a string name, got " + PyRepr(name_field));
+  const std::string& name = name_field.get_ref<const std::string&>();
+  if (!count_field.is_number_unsigned() || count_field.get<std::uint64_t>() < 1) {
+    return Error(fd, "barrier " + name + " needs a positive integer count, got " + PyRepr(count_field));
+  }
+  const std::uint64_t count = count_field.get<std::uint64_t>();
+  std::uint64_t timeout_ms = 0;
+  if (!TimeoutMs(request, timeout_ms)) {
+    return Error(fd, "timeout_ms must be a non-negative integer, got " + PyRepr(Field(request, "timeout_ms")));
+  }
+  if (!failure.empty()) return Error(fd, failure);
+  auto [it, fresh] = barriers.try_emplace(name, Barrier{count, {}});
+  auto& at = it->second;
+  if (!fresh && at.count != count) {
+    return Error(fd, "barrier " + name + ": count " + std::to_string(count) + " differs from " +
+                         std::to_string(at.count) + " given by the others");
+  }
+  if (at.waiters.size() + 1 >= count) {  // the last arrival opens this generation; the name can be met again
+    for (auto& waiter : at.waiters) Answer(waiter.fd, {{"ok", true}});
+    barriers.erase(it);
+    return Reply(fd, {{"ok", true}});
+  }
+  at.waiters.push_back({fd, name, DeadlineAfterWaitMs(timeout_ms), timeout_ms});
+  participants.at(fd).waiting = true;
+}
+
+void RendezvousServer::State::Handle(int fd, const std::string& line) {
+  auto& participant = participants.at(fd);
+  const json request = json::parse(line, nullptr, false);
+  if (request.is_discarded()) return Error(fd, "bad JSON: expected one JSON object per line");
+  if (!request.is_object()) return Error(fd, std::string("expected a JSON object, got ") + PyTypeName(request));
+  const json op = Field(request, "op");
+  if (participant.name.empty() && op != "hello") {
+    Error(fd, "first message must be hello, got op " + PyRepr(op));
+    return EndConnection(fd, true);
+  }
+  if (op == "hello") {
+    if (!participant.name.empty()) return Error(fd, "second hello on the connection of " + participant.name);
+    return Hello(fd, request);
+  }
+  if (op == "bye") {
+    Reply(fd, {{"ok", true}});
+    return EndConnection(fd, true);
+  }
+  if (op == "fail") {
+    const json reason = Field(request, "reason");
+    std::string why = reason.is_string() ? reason.get<std::string>() : PyRepr(reason);  // Python's str()
+    if (!request.contains("reason")) why = "no reason given";
+    AbortPoint(participant.name, why);
+    Reply(fd, {{"ok", true}});
+    return EndConnection(fd, true);
+  }
+  if (op == "put") return Put(fd, request);
+  if (op == "get") return Get(fd, request);
+  if (op == "barrier") return Meet(fd, request);
+  Error(fd, "unknown op " + PyRepr(op) + "; valid: " + kOps);
+}
+
+// Runs the requests a connection has sent, one at a time: each waits until the one before is answered.
+bool RendezvousServer::State::Drain(int fd) {
+  auto& participant = participants.at(fd);
+  bool progressed = false;
+  while (!participant.left && !participant.waiting) {
+    auto newline = participant.buffer.find('\n');
+    if ((newline == std::string::npos ? participant.buffer.size() : newline) > kMaxLineBytes) {
+      Error(fd, "line longer than " + std::to_string(kMaxLineBytes) + " bytes");
+      EndConnection(fd, false);
+      return true;
     }
-    participant.name = name;
-    ++s.hellos;
-    reply(fd, {{"ok", true}});
-  };
-  auto put = [&](int fd, const json& request) {
-    const json key = Field(request, "key");
-    if (!key.is_string()) return error(fd, "put needs a string key, got " + PyRepr(key));
-    const std::string& k = key.get_ref<const std::string&>();
-    if (!request.contains("value")) return error(fd, "put of key " + k + " has no value");
-    if (!s.failure.empty()) return error(fd, s.failure);
-    if (s.values.count(k) != 0) return error(fd, "key " + k + " already put by " + s.owners[k]);
-    s.values[k] = request.at("value");
-    s.owners[k] = s.participants.at(fd).name;
-    reply(fd, {{"ok", true}});
-    for (auto it = s.gets.begin(); it != s.gets.end();) {
-      if (it->key == k) {
-        answer(it->fd, {{"ok", true}, {"value", s.values[k]}});
-        it = s.gets.erase(it);
-      } else {
-        ++it;
-      }
-    }
-  };
-  auto get = [&](int fd, const json& request) {
-    const json key = Field(request, "key");
-    if (!key.is_string()) return error(fd, "get needs a string key, got " + PyRepr(key));
-    std::uint64_t timeout_ms = 0;
-    if (!timeout_ms_of(request, timeout_ms)) {
-      return error(fd, "timeout_ms must be a non-negative integer, got " + PyRepr(Field(request, "timeout_ms")));
-    }
-    if (!s.failure.empty()) return error(fd, s.failure);
-    const std::string& k = key.get_ref<const std::string&>();
-    if (auto found = s.values.find(k); found != s.values.end()) {
-      return reply(fd, {{"ok", true}, {"value", found->second}});
-    }
-    s.gets.push_back({fd, k, DeadlineAfterWaitMs(timeout_ms), timeout_ms});
-    s.participants.at(fd).waiting = true;
-  };
-  auto barrier = [&](int fd, const json& request) {
-    const json name_field = Field(request, "name"), count_field = Field(request, "count");
-    if (!name_field.is_string()) return error(fd, "barrier needs a string name, got " + PyRepr(name_field));
-    const std::string& name = name_field.get_ref<const std::string&>();
-    if (!count_field.is_number_unsigned() || count_field.get<std::uint64_t>() < 1) {
-      return error(fd, "barrier " + name + " needs a positive integer count, got " + PyRepr(count_field));
-    }
-    const std::uint64_t count = count_field.get<std::uint64_t>();
-    std::uint64_t timeout_ms = 0;
-    if (!timeout_ms_of(request, timeout_ms)) {
-      return error(fd, "timeout_ms must be a non-negative integer, got " + PyRepr(Field(request, "timeout_ms")));
-    }
-    if (!s.failure.empty()) return error(fd, s.failure);
-    auto [it, fresh] = s.barriers.try_emplace(name, State::Barrier{count, {}});
-    auto& at = it->second;
-    if (!fresh && at.count != count) {
-      return error(fd, "barrier " + name + ": count " + std::to_string(count) + " differs from " +
-                           std::to_string(at.count) + " given by the others");
-    }
-    if (at.waiters.size() + 1 >= count) {  // the last arrival opens this generation; the name can be met again
-      for (auto& waiter : at.waiters) answer(waiter.fd, {{"ok", true}});
-      s.barriers.erase(it);
-      return reply(fd, {{"ok", true}});
-    }
-    at.waiters.push_back({fd, name, DeadlineAfterWaitMs(timeout_ms), timeout_ms});
-    s.participants.at(fd).waiting = true;
-  };
-  auto handle = [&](int fd, const std::string& line) {
-    auto& participant = s.participants.at(fd);
-    const json request = json::parse(line, nullptr, false);
-    if (request.is_discarded()) return error(fd, "bad JSON: expected one JSON object per line");
-    if (!request.is_object()) return error(fd, std::string("expected a JSON object, got ") + PyTypeName(request));
-    const json op = Field(request, "op");
-    if (participant.name.empty() && op != "hello") {
-      error(fd, "first message must be hello, got op " + PyRepr(op));
-      return end_connection(fd, true);
-    }
-    if (op == "hello") {
-      if (!participant.name.empty()) return error(fd, "second hello on the connection of " + participant.name);
-      return hello(fd, request);
-    }
-    if (op == "bye") {
-      reply(fd, {{"ok", true}});
-      return end_connection(fd, true);
-    }
-    if (op == "fail") {
-      const json reason = Field(request, "reason");
-      std::string why = reason.is_string() ? reason.get<std::string>() : PyRepr(reason);  // Python's str()
-      if (!request.contains("reason")) why = "no reason given";
-      abort_point(participant.name, why);
-      reply(fd, {{"ok", true}});
-      return end_connection(fd, true);
-    }
-    if (op == "put") return put(fd, request);
-    if (op == "get") return get(fd, request);
-    if (op == "barrier") return barrier(fd, request);
-    error(fd, "unknown op " + PyRepr(op) + "; valid: " + kOps);
-  };
-  // Runs the requests a connection has sent, one at a time: each waits until the one before is answered.
-  auto drain = [&](int fd) {
-    auto& participant = s.participants.at(fd);
-    bool progressed = false;
-    while (!participant.left && !participant.waiting) {
-      auto newline = participant.buffer.find('\n');
-      if ((newline == std::string::npos ? participant.buffer.size() : newline) > kMaxLineBytes) {
-        error(fd, "line longer than " + std::to_string(kMaxLineBytes) + " bytes");
-        end_connection(fd, false);
+    if (newline == std::string::npos) {
+      if (!participant.eof) break;
+      if (participant.buffer.empty()) {
+        EndConnection(fd, false);
         return true;
       }
-      if (newline == std::string::npos) {
-        if (!participant.eof) break;
-        if (participant.buffer.empty()) {
-          end_connection(fd, false);
-          return true;
-        }
-        newline = participant.buffer.size();  // a last line without its newline still counts
-        participant.buffer += '\n';
-      }
-      const std::string line = participant.buffer.substr(0, newline);
-      participant.buffer.erase(0, newline + 1);
-      handle(fd, line);
-      progressed = true;
+      newline = participant.buffer.size();  // a last line without its newline still counts
+      participant.buffer += '\n';
     }
-    return progressed;
-  };
-  auto expire = [&] {
-    const std::uint64_t now = MonotonicNs();
-    std::uint64_t next = now + 1'000'000'000ull;
-    for (auto it = s.gets.begin(); it != s.gets.end();) {
-      if (it->deadline_ns <= now) {
-        answer(it->fd, {{"ok", false},
-                        {"error", "timeout after " + std::to_string(it->timeout_ms) + " ms waiting for key " +
-                                      it->key}});
-        it = s.gets.erase(it);
-      } else {
-        next = std::min(next, it->deadline_ns);
-        ++it;
-      }
-    }
-    for (auto it = s.barriers.begin(); it != s.barriers.end();) {
-      auto& waiters = it->second.waiters;
-      for (auto w = waiters.begin(); w != waiters.end();) {
-        if (w->deadline_ns <= now) {
-          answer(w->fd, {{"ok", false},
-                         {"error", "timeout after " + std::to_string(w->timeout_ms) + " ms at barrier " + it->first +
-                                       ": " + std::to_string(waiters.size()) + " of " +
-                                       std::to_string(it->second.count) + " arrived"}});
-          w = waiters.erase(w);
-        } else {
-          next = std::min(next, w->deadline_ns);
-          ++w;
-        }
-      }
-      it = waiters.empty() ? s.barriers.erase(it) : std::next(it);
-    }
-    return MsUntil(next);
-  };
-  // Answers what is due and runs what can run, until nothing changes; returns the ms until the next deadline.
-  auto settle = [&] {
-    for (;;) {
-      const int wait_ms = expire();
-      bool progressed = false;
-      for (auto& [fd, participant] : s.participants) progressed = drain(fd) || progressed;
-      if (!progressed) return wait_ms;
-    }
-  };
+    const std::string line = participant.buffer.substr(0, newline);
+    participant.buffer.erase(0, newline + 1);
+    Handle(fd, line);
+    progressed = true;
+  }
+  return progressed;
+}
 
+// Refuses the gets and barrier waits past their deadline; returns the ms until the next one.
+int RendezvousServer::State::Expire() {
+  const std::uint64_t now = MonotonicNs();
+  std::uint64_t next = now + 1'000'000'000ull;
+  for (auto it = gets.begin(); it != gets.end();) {
+    if (it->deadline_ns <= now) {
+      Answer(it->fd, {{"ok", false},
+                      {"error", "timeout after " + std::to_string(it->timeout_ms) + " ms waiting for key " + it->key}});
+      it = gets.erase(it);
+    } else {
+      next = std::min(next, it->deadline_ns);
+      ++it;
+    }
+  }
+  for (auto it = barriers.begin(); it != barriers.end();) {
+    auto& waiters = it->second.waiters;
+    for (auto w = waiters.begin(); w != waiters.end();) {
+      if (w->deadline_ns <= now) {
+        Answer(w->fd, {{"ok", false},
+                       {"error", "timeout after " + std::to_string(w->timeout_ms) + " ms at barrier " + it->first +
+                                     ": " + std::to_string(waiters.size()) + " of " +
+                                     std::to_string(it->second.count) + " arrived"}});
+        w = waiters.erase(w);
+      } else {
+        next = std::min(next, w->deadline_ns);
+        ++w;
+      }
+    }
+    it = waiters.empty() ? barriers.erase(it) : std::next(it);
+  }
+  return MsUntil(next);
+}
+
+// Answers what is due and runs what can run, until nothing changes; returns the ms until the next deadline.
+int RendezvousServer::State::Settle() {
+  for (;;) {
+    const int wait_ms = Expire();
+    bool progressed = false;
+    for (auto& [fd, participant] : participants) progressed = Drain(fd) || progressed;
+    if (!progressed) return wait_ms;
+  }
+}
+
+// A waiting connection's next lines queue up to one line's worth, as the Python server's reader does.
+void RendezvousServer::State::WatchReadable(std::vector<pollfd>& fds) const {
+  for (auto& [fd, participant] : participants) {
+    if (!participant.left && !participant.eof && participant.buffer.size() <= kMaxLineBytes) {
+      fds.push_back({fd, POLLIN, 0});
+    }
+  }
+}
+
+void RendezvousServer::State::Accept(int listen_fd) {
+  const int fd = accept4(listen_fd, nullptr, nullptr, SOCK_CLOEXEC);
+  if (fd < 0) return;
+  const int one = 1;
+  setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+  participants[fd] = {};
+}
+
+void RendezvousServer::State::Receive(int fd) {
+  auto& participant = participants.at(fd);
+  char chunk[4096];
+  const ssize_t n = recv(fd, chunk, sizeof(chunk), 0);
+  if (n < 0 && errno == EINTR) return;
+  if (n <= 0) {
+    // Gone. Lines it sent before still run (Settle); with none left a waiting participant's
+    // end aborts the point now, not at its deadline.
+    participant.eof = true;
+    if (participant.buffer.empty()) EndConnection(fd, false);
+    return;
+  }
+  participant.buffer.append(chunk, static_cast<std::size_t>(n));
+}
+
+void RendezvousServer::Serve() {
+  State& s = *state_;
   for (;;) {
     std::vector<pollfd> fds{{wake_pipe_[0], POLLIN, 0}, {listen_fd_, POLLIN, 0}};
     int wait_ms;
     {
       std::lock_guard lock(s.mutex);
       if (s.stopping) return;
-      wait_ms = settle();
-      for (auto& [fd, participant] : s.participants) {
-        // A waiting connection's next lines queue up to one line's worth, as the Python server's reader does.
-        if (!participant.left && !participant.eof && participant.buffer.size() <= kMaxLineBytes) {
-          fds.push_back({fd, POLLIN, 0});
-        }
-      }
+      wait_ms = s.Settle();
+      s.WatchReadable(fds);
     }
     if (poll(fds.data(), fds.size(), wait_ms) < 0 && errno != EINTR) return;
     std::lock_guard lock(s.mutex);
     if (s.stopping) return;
-    if (fds[1].revents & POLLIN) {
-      const int fd = accept4(listen_fd_, nullptr, nullptr, SOCK_CLOEXEC);
-      if (fd >= 0) {
-        const int one = 1;
-        setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
-        s.participants[fd] = {};
-      }
-    }
+    if (fds[1].revents & POLLIN) s.Accept(listen_fd_);
     for (std::size_t i = 2; i < fds.size(); ++i) {
-      if (fds[i].revents == 0) continue;
-      const int fd = fds[i].fd;
-      auto& participant = s.participants.at(fd);
-      char chunk[4096];
-      const ssize_t n = recv(fd, chunk, sizeof(chunk), 0);
-      if (n < 0 && errno == EINTR) continue;
-      if (n <= 0) {
-        // Gone. Lines it sent before still run (settle); with none left a waiting participant's
-        // end aborts the point now, not at its deadline.
-        participant.eof = true;
-        if (participant.buffer.empty()) end_connection(fd, false);
-        continue;
-      }
-      participant.buffer.append(chunk, static_cast<std::size_t>(n));
+      if (fds[i].revents != 0) s.Receive(fds[i].fd);
     }
   }
 }

@@ -65,7 +65,6 @@ class RendezvousServer {
   int listen_fd_ = -1;
   std::uint16_t port_ = 0;
   int wake_pipe_[2] = {-1, -1};
-  std::string token_;
   std::unique_ptr<State> state_;
   std::thread thread_;
 };

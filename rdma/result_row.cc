@@ -50,6 +50,15 @@ json RowJson(const ResultRow& row) {
   return out;
 }
 
+ResultRow LatencyRow(std::uint32_t size_bytes, double payload_bytes_per_op, const char* kind) {
+  ResultRow row;
+  row.size_bytes = size_bytes;
+  row.payload_bytes_per_op = payload_bytes_per_op;
+  row.latency_ns = std::make_unique<LatencyHistogram>();
+  row.latency_kind = kind;
+  return row;
+}
+
 double Mops(const ResultRow& row) {
   return row.duration_s > 0 ? static_cast<double>(row.ops) / row.duration_s / 1e6 : 0.0;
 }

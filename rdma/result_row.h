@@ -27,6 +27,10 @@ struct ResultRow {
   bool rate_measured = true;                         // false: the row's rate belongs to peers
 };
 
+// An empty row of ops of `size_bytes` that each carry `payload_bytes_per_op`, with a
+// histogram for latencies of `kind`.
+ResultRow LatencyRow(std::uint32_t size_bytes, double payload_bytes_per_op, const char* kind);
+
 // Rate of a row in millions of ops per second; 0 when nothing was timed.
 double Mops(const ResultRow& row);
 nlohmann::json RowJson(const ResultRow& row);

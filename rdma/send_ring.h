@@ -8,6 +8,7 @@
 #include <infiniband/verbs.h>
 
 #include <cstdint>
+#include <cstring>
 #include <string>
 
 #include "rdma/error.h"
@@ -43,6 +44,19 @@ struct SendRing {
   std::uint64_t WrId(std::uint64_t seq) const { return (std::uint64_t{id} << 48) | (seq + 1); }
   std::uint64_t Outstanding() const { return posted - retired; }
 };
+
+// Posts `wr`, one WR with its SGEs, opcode, address and flags set, as the ring's next: it
+// takes the ring's id and, when its number says so, the signaled flag. Every WR of a ring
+// that uses it goes through it (SignalInOrder counts them). Fails naming `what`. The caller
+// has made room (HasRoom).
+inline void PostOnRing(SendRing& ring, ibv_send_wr& wr, const char* what) {
+  wr.wr_id = ring.WrId(ring.posted);
+  if (ring.SignalInOrder(ring.posted)) wr.send_flags |= IBV_SEND_SIGNALED;
+  ibv_send_wr* bad = nullptr;
+  const int error_number = ibv_post_send(ring.qp, &wr, &bad);
+  if (error_number != 0) Fail("ibv_post_send (", what, "): ", std::strerror(error_number));
+  ++ring.posted;
+}
 
 // Polls a send CQ that `rings` (indexed by SendRing::id) share and retires what its
 // completions cover. Returns the number of WRs retired. Fails on an error completion.

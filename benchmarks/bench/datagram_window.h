@@ -24,14 +24,7 @@ inline MeasuredInterval DatagramInterval(const Options& o, const TscClock& clock
   return MeasuredInterval(now, warmup_ticks, duration_ticks, iterations);
 }
 
-inline ResultRow OneWayRow(std::uint32_t payload_bytes) {
-  ResultRow row;
-  row.size_bytes = payload_bytes;
-  row.payload_bytes_per_op = payload_bytes;
-  row.latency_ns = std::make_unique<LatencyHistogram>();
-  row.latency_kind = "one_way";
-  return row;
-}
+inline ResultRow OneWayRow(std::uint32_t payload_bytes) { return LatencyRow(payload_bytes, payload_bytes, "one_way"); }
 
 // The run of one point: the server forwards between the start and done barriers and reports
 // how many datagrams it forwarded; the client generates and reports the row.
@@ -96,7 +89,11 @@ class DatagramWindow {
     }
   }
 
-  void Report(ResultRow& row) const {
+  // Into the row: which stack generated the datagrams, in batches of how many, and how many
+  // were lost or late.
+  void Report(ResultRow& row, const char* stack, int io_batch) const {
+    row.extra["stack"] = stack;
+    row.extra["io_batch"] = io_batch;
     row.extra["lost_packets"] = lost_;
     row.extra["late_packets"] = late_;
   }

@@ -289,11 +289,7 @@ ResultRow LatRun::MeasureClient(std::uint32_t size) {
   const std::uint64_t warmup_end = session_.clock().Now() + clock.NsToTicks(static_cast<std::uint64_t>(o_.warmup_s * 1e9));
   const std::uint64_t duration_ticks = clock.NsToTicks(static_cast<std::uint64_t>(o_.duration_s * 1e9));
   const ibv_wr_opcode opcode = Opcode(kind_);
-  ResultRow row;
-  row.size_bytes = size;
-  row.payload_bytes_per_op = IsAtomicKind(kind_) ? 8 : size;
-  row.latency_ns = std::make_unique<LatencyHistogram>();
-  row.latency_kind = pingpong_ ? "half_rtt" : "completion";
+  ResultRow row = LatencyRow(size, IsAtomicKind(kind_) ? 8 : size, pingpong_ ? "half_rtt" : "completion");
   std::uint64_t measure_start = 0;
   std::uint64_t measured = 0;
   for (std::uint64_t i = iteration_; ; ++i) {

@@ -347,10 +347,8 @@ class RawPacketRun {
       if (now >= deadline) Fail("--timeout ", o_.timeout_s, " s passed with ", measured, " frames forwarded back");
       if (g_abort.load(std::memory_order_relaxed)) Fail("aborted");
     }
-    row.extra["stack"] = "raw";
-    row.extra["io_batch"] = batch_;
     row.extra["frame_bytes"] = frame_;
-    window.Report(row);
+    window.Report(row, "raw", batch_);
     return row;
   }
 

@@ -221,11 +221,7 @@ ResultRow SgbatchRun::Generate() {
   const std::uint64_t iterations = o_.duration_s > 0 ? 0 : IterationsOrDefault(o_, 100'000);
   const std::uint64_t deadline = DeadlineTicks(session_);
   const std::uint32_t bytes = k_ * size_;
-  ResultRow row;
-  row.size_bytes = size_;
-  row.payload_bytes_per_op = size_;
-  row.latency_ns = std::make_unique<LatencyHistogram>();
-  row.latency_kind = "one_way";
+  ResultRow row = LatencyRow(size_, size_, "one_way");
   std::uint64_t next_seq = 0, expected_seq = 0;
   const auto send_next = [&] {
     const auto batch = static_cast<std::uint32_t>(next_seq % window_);

@@ -232,9 +232,7 @@ class UdpRun {
       if (now >= deadline) Fail("--timeout ", o_.timeout_s, " s passed with ", measured, " datagrams forwarded back");
       if (g_abort.load(std::memory_order_relaxed)) Fail("aborted");
     }
-    row.extra["stack"] = "udp";
-    row.extra["io_batch"] = batch_;
-    window.Report(row);
+    window.Report(row, "udp", batch_);
     return row;
   }
 

@@ -235,6 +235,16 @@ struct Pair {
   }
 };
 
+// A connected pair for `api`, or null with the benchmark skipped (no softnic device, say).
+std::unique_ptr<Pair> PairOrSkip(benchmark::State& state, Api api) {
+  try {
+    return std::make_unique<Pair>(api);
+  } catch (const std::exception& e) {
+    state.SkipWithError(e.what());
+    return nullptr;
+  }
+}
+
 // Waits until at most `keep` signaled WRs are in flight. Returns false on a bad completion.
 bool retire(ibv_cq* cq, uint32_t& in_flight, uint32_t keep, benchmark::State& state) {
   ibv_wc wc[kMaxSignaledInFlight];
@@ -282,13 +292,8 @@ void BM_PostSendWrite(benchmark::State& state) {
   const bool linked = state.range(0) != 0;
   const auto bytes = static_cast<uint32_t>(state.range(1));
   const bool inline_data = state.range(2) != 0;
-  std::unique_ptr<Pair> pair;
-  try {
-    pair = std::make_unique<Pair>(Api::kPostSend);
-  } catch (const std::exception& e) {
-    state.SkipWithError(e.what());
-    return;
-  }
+  const std::unique_ptr<Pair> pair = PairOrSkip(state, Api::kPostSend);
+  if (pair == nullptr) return;
   Side& s = *pair->a;
   ibv_sge sge[kBatchWrs];
   ibv_send_wr wr[kBatchWrs];
@@ -335,13 +340,8 @@ BENCHMARK(BM_PostSendWrite)
 // The same batch through the extended API: ibv_wr_start / ibv_wr_rdma_write /
 // ibv_wr_set_inline_data / ibv_wr_complete, one start..complete per batch.
 void BM_WrApiWrite(benchmark::State& state) {
-  std::unique_ptr<Pair> pair;
-  try {
-    pair = std::make_unique<Pair>(Api::kWrEx);
-  } catch (const std::exception& e) {
-    state.SkipWithError(e.what());
-    return;
-  }
+  const std::unique_ptr<Pair> pair = PairOrSkip(state, Api::kWrEx);
+  if (pair == nullptr) return;
   Side& s = *pair->a;
   ibv_qp_ex* qpx = s.qpx;
   const uint64_t raddr = reinterpret_cast<uintptr_t>(pair->b->buf.get());

@@ -2,25 +2,25 @@
 
 #include <algorithm>
 #include <string>
+#include <utility>
 
 namespace rdmalab::kv {
 
 using nlohmann::json;
 
+// Every count a client reports, as its JSON names it: Add, CountsJson and CountsFromJson
+// walk this one list ("completed" is derived: the measured GETs and PUTs).
+constexpr std::pair<const char*, std::uint64_t ClientCounts::*> kCountFields[] = {
+    {"gets", &ClientCounts::gets},           {"puts", &ClientCounts::puts},
+    {"get_hits", &ClientCounts::get_hits},   {"get_misses", &ClientCounts::get_misses},
+    {"puts_refused", &ClientCounts::puts_refused}, {"checked", &ClientCounts::checked},
+    {"wrong_key", &ClientCounts::wrong_key}, {"corrupt", &ClientCounts::corrupt},
+    {"retries", &ClientCounts::retries},     {"stale_answers", &ClientCounts::stale_answers},
+    {"unanswered", &ClientCounts::unanswered}, {"completed_all", &ClientCounts::all_completed}};
+
 void ClientCounts::Add(const ClientCounts& o) {
   completed += o.completed;
-  gets += o.gets;
-  puts += o.puts;
-  get_hits += o.get_hits;
-  get_misses += o.get_misses;
-  puts_refused += o.puts_refused;
-  checked += o.checked;
-  wrong_key += o.wrong_key;
-  corrupt += o.corrupt;
-  retries += o.retries;
-  stale_answers += o.stale_answers;
-  unanswered += o.unanswered;
-  all_completed += o.all_completed;
+  for (const auto& [name, field] : kCountFields) this->*field += o.*field;
 }
 
 void RunCut::Cut(const std::string& reason) {
@@ -65,11 +65,7 @@ void CountValueCheck(ClientCounts& counts, ValueCheck check) {
 
 ResultRow ClientRow(const std::vector<ClientState>& clients, const std::vector<ThreadOutcome>& threads,
                     std::uint32_t value_bytes, int process_index, const TscClock& clock) {
-  ResultRow row;
-  row.size_bytes = value_bytes;
-  row.payload_bytes_per_op = value_bytes;
-  row.latency_kind = "rtt";
-  row.latency_ns = std::make_unique<LatencyHistogram>();
+  ResultRow row = LatencyRow(value_bytes, value_bytes, "rtt");
   std::uint64_t start = ~std::uint64_t{0}, end = 0;
   for (const auto& thread : threads) {
     row.latency_ns->Merge(thread.latency);
@@ -96,34 +92,14 @@ ResultRow ClientRow(const std::vector<ClientState>& clients, const std::vector<T
 }
 
 json CountsJson(const ClientCounts& c) {
-  return {{"gets", c.gets},
-          {"puts", c.puts},
-          {"get_hits", c.get_hits},
-          {"get_misses", c.get_misses},
-          {"puts_refused", c.puts_refused},
-          {"checked", c.checked},
-          {"wrong_key", c.wrong_key},
-          {"corrupt", c.corrupt},
-          {"retries", c.retries},
-          {"stale_answers", c.stale_answers},
-          {"unanswered", c.unanswered},
-          {"completed_all", c.all_completed}};
+  json out = json::object();
+  for (const auto& [name, field] : kCountFields) out[name] = c.*field;
+  return out;
 }
 
 ClientCounts CountsFromJson(const json& j) {
   ClientCounts c;
-  c.gets = j.at("gets");
-  c.puts = j.at("puts");
-  c.get_hits = j.at("get_hits");
-  c.get_misses = j.at("get_misses");
-  c.puts_refused = j.at("puts_refused");
-  c.checked = j.at("checked");
-  c.wrong_key = j.at("wrong_key");
-  c.corrupt = j.at("corrupt");
-  c.retries = j.at("retries");
-  c.stale_answers = j.at("stale_answers");
-  c.unanswered = j.at("unanswered");
-  c.all_completed = j.at("completed_all");
+  for (const auto& [name, field] : kCountFields) c.*field = j.at(name);
   c.completed = c.gets + c.puts;
   return c;
 }

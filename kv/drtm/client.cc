@@ -14,19 +14,14 @@ namespace {
 
 enum DrtmStep : std::uint32_t { kReadValue, kLock, kUnlock };
 
-class DrtmTransport {
+class DrtmTransport : public TransportBase {
  public:
   DrtmTransport(Session& session, std::uint32_t client, const Layout& layout, ClientTotals* totals)
-      : layout_(layout),
-        connection_(session, client, layout),
-        totals_(totals),
+      : TransportBase(session, client, layout, totals),
         owner_(std::uint64_t{client} + 1),
         lock_retries_(static_cast<std::uint32_t>(session.options().lock_retries)),
         write_value_(layout.design == Design::kDrtmWrite),
-        pending_(session.options().window),
-        attempts_(session.options().window, 0),
-        torn_(session.options().window) {}
-  Connection& connection() { return connection_; }
+        attempts_(session.options().window, 0) {}
 
   static constexpr bool kLosesMessages = false;  // RC only
   void Issue(const Request& request) {
@@ -64,23 +59,15 @@ class DrtmTransport {
     ++totals_->verbs.wrs[kDrtmUnlockCas];
   }
 
-  const Layout& layout_;
-  Connection connection_;
-  ClientTotals* totals_;
   std::uint64_t owner_;
   std::uint32_t lock_retries_;
   bool write_value_;
-  std::vector<Request> pending_;       // per window slot: the request under way
   std::vector<std::uint32_t> attempts_;  // per window slot: lock CASes that found the lock taken
-  TornReads torn_;
 };
 
 int DrtmTransport::Poll(Response* out, int max) {
-  Connection::Done completions[kPollBatch];
   int n = 0;
-  const int done = connection_.PollRc(completions, max);
-  for (int i = 0; i < done; ++i) {
-    const auto [id, slot, step] = completions[i];
+  connection_.ForEachDone(max, [&](std::uint32_t id, std::uint32_t slot, std::uint32_t step) {
     switch (step) {
       case kReadValue:
         if (torn_.Again(slot, pending_[slot].key_index, connection_.ReadBuffer(slot), layout_.value_bytes, totals_)) {
@@ -111,7 +98,7 @@ int DrtmTransport::Poll(Response* out, int max) {
         ++totals_->verbs.puts;
         break;
     }
-  }
+  });
   return n;
 }
 

@@ -21,22 +21,17 @@ namespace {
 enum FarmStep : std::uint32_t { kReadNeighbourhood, kReadValue, kReadHome };
 constexpr std::uint64_t kNoVersion = 1;  // odd: never a version a miss can rest on
 
-class FarmTransport {
+class FarmTransport : public TransportBase {
  public:
   FarmTransport(Session& session, std::uint32_t client, const Layout& layout, ClientTotals* totals)
-      : layout_(layout),
-        connection_(session, client, layout),
+      : TransportBase(session, client, layout, totals),
         ring_(connection_, layout, client, static_cast<std::uint32_t>(session.options().window)),
-        totals_(totals),
-        pending_(session.options().window),
         pointers_(session.options().window),
-        torn_(session.options().window),
         sealed_(session.options().window, session.clock()),
         absent_versions_(session.options().window, kNoVersion),
         var_(layout.design == Design::kFarmVar),
         value_read_bytes_(layout.full && var_ ? layout.value_bytes + kCrcBytes : layout.value_bytes) {}
   ~FarmTransport() { totals_->backpressure_waits += ring_.backpressure_waits(); }
-  Connection& connection() { return connection_; }
 
   // A lost UC WRITE would leave a hole in the server's circular buffer that no resend fills
   // (FaRM assumes a lossless fabric): with drops, the run ends with the PUT unanswered.
@@ -89,13 +84,8 @@ class FarmTransport {
   bool Emulated(std::uint32_t id, std::uint32_t step, Response& out);
   bool Full(std::uint32_t id, std::uint32_t step, Response& out);
 
-  const Layout& layout_;
-  Connection connection_;
   RingWriter ring_;
-  ClientTotals* totals_;
-  std::vector<Request> pending_;  // per window slot: the GET under way
   std::vector<std::uint64_t> pointers_;  // FaRM-VAR, per window slot: where its value is
-  TornReads torn_;
   SealedReads sealed_;                        // full: READs made again after a failed CRC64
   std::vector<std::uint64_t> absent_versions_;  // full, per window slot: the home's version before the READ under way
   bool var_;
@@ -187,16 +177,13 @@ bool FarmTransport::Full(std::uint32_t id, std::uint32_t step, Response& out) {
 }
 
 int FarmTransport::Poll(Response* out, int max) {
-  Connection::Done completions[kPollBatch];
   int n = 0;
-  const int reads = connection_.PollRc(completions, max);
-  for (int i = 0; i < reads; ++i) {
-    const auto [id, slot, step] = completions[i];
+  connection_.ForEachDone(max, [&](std::uint32_t id, std::uint32_t, std::uint32_t step) {
     if (layout_.full ? Full(id, step, out[n]) : Emulated(id, step, out[n])) {
       ++n;
       ++totals_->verbs.gets;
     }
-  }
+  });
   Answer answers[kPollBatch];
   const int received = ring_.Poll(answers, std::min(max - n, kPollBatch));
   for (int i = 0; i < received; ++i) out[n++] = PutAnswered(answers[i], kFarmAnswerWrite, totals_);

@@ -12,18 +12,13 @@ namespace rdmalab::kv {
 namespace remote {
 namespace {
 
-class HydraTransport {
+class HydraTransport : public TransportBase {
  public:
   HydraTransport(Session& session, std::uint32_t client, const Layout& layout, ClientTotals* totals)
-      : layout_(layout),
-        connection_(session, client, layout),
+      : TransportBase(session, client, layout, totals),
         ring_(connection_, layout, client, static_cast<std::uint32_t>(session.options().window)),
-        totals_(totals),
         miss_path_(session.options().hydradb_miss_path),
-        known_(miss_path_ ? layout.keys : 0, false),
-        pending_(session.options().window),
-        torn_(session.options().window) {}
-  Connection& connection() { return connection_; }
+        known_(miss_path_ ? layout.keys : 0, false) {}
 
   static constexpr bool kLosesMessages = false;  // RC only
   void Issue(const Request& request) {
@@ -46,33 +41,25 @@ class HydraTransport {
     ++totals_->verbs.wrs[kHydraValueRead];
   }
 
-  const Layout& layout_;
-  Connection connection_;
   RingWriter ring_;
-  ClientTotals* totals_;
   bool miss_path_;
   std::vector<bool> known_;  // --hydradb-miss-path: keys whose address this client has
-  std::vector<Request> pending_;
-  TornReads torn_;
 };
 
 int HydraTransport::Poll(Response* out, int max) {
-  Connection::Done completions[kPollBatch];
   int n = 0;
-  const int reads = connection_.PollRc(completions, max);
-  for (int i = 0; i < reads; ++i) {
-    const auto [id, slot, step] = completions[i];
+  connection_.ForEachDone(max, [&](std::uint32_t id, std::uint32_t slot, std::uint32_t) {
     const std::uint8_t* entry = connection_.ReadBuffer(slot);
     const std::uint64_t key_index = pending_[slot].key_index;
     if (torn_.Again(slot, key_index, entry, layout_.value_bytes, totals_)) {
       Read(id, layout_.entries + key_index * layout_.entry_bytes);
-      continue;
+      return;
     }
     std::uint64_t lease = 0;
     std::memcpy(&lease, entry + layout_.value_bytes, kLeaseBytes);
     out[n++] = Response{id, lease != 0, entry, layout_.value_bytes};
     ++totals_->verbs.gets;
-  }
+  });
   Answer answers[kPollBatch];
   const int received = ring_.Poll(answers, std::min(max - n, kPollBatch));
   for (int i = 0; i < received; ++i) {

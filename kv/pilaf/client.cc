@@ -17,17 +17,12 @@ namespace {
 
 enum PilafStep : std::uint32_t { kFirstBucket, kSecondBucket, kValue, kThirdBucket };
 
-class PilafTransport {
+class PilafTransport : public TransportBase {
  public:
   PilafTransport(Session& session, std::uint32_t client, const Layout& layout, ClientTotals* totals)
-      : layout_(layout),
-        connection_(session, client, layout),
-        totals_(totals),
-        pending_(session.options().window),
-        torn_(session.options().window),
+      : TransportBase(session, client, layout, totals),
         extents_(session.options().window),
         sealed_(session.options().window, session.clock()) {}
-  Connection& connection() { return connection_; }
 
   // A lost PUT or answer (UC) is sent again; GETs travel over RC and are never lost.
   static constexpr bool kLosesMessages = true;
@@ -81,11 +76,6 @@ class PilafTransport {
     ++totals_->verbs.wrs[kPilafPutSend];
   }
 
-  const Layout& layout_;
-  Connection connection_;
-  ClientTotals* totals_;
-  std::vector<Request> pending_;  // per window slot: the GET whose READs are under way
-  TornReads torn_;
   std::vector<std::uint64_t> extents_;   // Pilaf full, per window slot: the extent being READ
   SealedReads sealed_;                   // Pilaf full: READs made again after a failed CRC64
   std::uint32_t second_bucket_credit_ = 0;  // tenths: a GET adds 6 and READs the second bucket at 10
@@ -130,17 +120,14 @@ bool PilafTransport::FullStep(std::uint32_t id, std::uint32_t step, Response& ou
 }
 
 int PilafTransport::Poll(Response* out, int max) {
-  Connection::Done completions[kPollBatch];
   int n = 0;
-  const int reads = connection_.PollRc(completions, max);
-  for (int i = 0; i < reads; ++i) {
-    const auto [id, slot, step] = completions[i];
+  connection_.ForEachDone(max, [&](std::uint32_t id, std::uint32_t, std::uint32_t step) {
     if (layout_.full) {
       if (FullStep(id, step, out[n])) {
         ++n;
         ++totals_->verbs.gets;
       }
-      continue;
+      return;
     }
     switch (step) {
       case kFirstBucket:
@@ -166,7 +153,7 @@ int PilafTransport::Poll(Response* out, int max) {
         ++totals_->verbs.gets;
         break;
     }
-  }
+  });
   Answer answers[kPollBatch];
   const int received = connection_.PollAnswers(answers, max - n);
   for (int i = 0; i < received; ++i) out[n++] = PutAnswered(answers[i], kPilafAnswerSend, totals_);

@@ -1,5 +1,7 @@
 #include "kv/remote/client.h"
 
+#include <utility>
+
 namespace rdmalab::kv::remote {
 
 using nlohmann::json;
@@ -52,30 +54,27 @@ int RingWriter::Poll(Answer* out, int max) {
   return n;
 }
 
+// Every count beside the verbs, as its JSON names it: Add, Json and FromJson walk this list.
+constexpr std::pair<const char*, std::uint64_t ClientTotals::*> kTotalFields[] = {
+    {"torn_rereads", &ClientTotals::torn_rereads}, {"checksum_failures", &ClientTotals::checksum_failures},
+    {"backpressure_waits", &ClientTotals::backpressure_waits}, {"lock_retries", &ClientTotals::lock_retries},
+    {"lock_failures", &ClientTotals::lock_failures}, {"table_full", &ClientTotals::table_full}};
+
 void ClientTotals::Add(const ClientTotals& o) {
   verbs.Add(o.verbs);
-  torn_rereads += o.torn_rereads;
-  checksum_failures += o.checksum_failures;
-  backpressure_waits += o.backpressure_waits;
-  lock_retries += o.lock_retries;
-  lock_failures += o.lock_failures;
-  table_full += o.table_full;
+  for (const auto& [name, field] : kTotalFields) this->*field += o.*field;
 }
 
 json ClientTotals::Json() const {
-  return {{"verbs", verbs.Json()}, {"torn_rereads", torn_rereads}, {"checksum_failures", checksum_failures}, {"backpressure_waits", backpressure_waits}, {"lock_retries", lock_retries},
-          {"lock_failures", lock_failures}, {"table_full", table_full}};
+  json out = {{"verbs", verbs.Json()}};
+  for (const auto& [name, field] : kTotalFields) out[name] = this->*field;
+  return out;
 }
 
 ClientTotals ClientTotals::FromJson(const json& j) {
   ClientTotals t;
   t.verbs = VerbTally::FromJson(j.at("verbs"));
-  t.torn_rereads = j.at("torn_rereads");
-  t.checksum_failures = j.at("checksum_failures");
-  t.backpressure_waits = j.at("backpressure_waits");
-  t.lock_retries = j.at("lock_retries");
-  t.lock_failures = j.at("lock_failures");
-  t.table_full = j.at("table_full");
+  for (const auto& [name, field] : kTotalFields) t.*field = j.at(name);
   return t;
 }
 

@@ -118,6 +118,27 @@ class TornReads {
   std::vector<std::uint32_t> rereads_;
 };
 
+// What every transport of a remote design holds: the store's layout, the client's
+// connection, the totals it counts into, the request under way in each window slot and the
+// torn-read detector. A transport derives from it and adds its own state.
+class TransportBase {
+ public:
+  TransportBase(Session& session, std::uint32_t client, const Layout& layout, ClientTotals* totals)
+      : layout_(layout),
+        connection_(session, client, layout),
+        totals_(totals),
+        pending_(session.options().window),
+        torn_(session.options().window) {}
+  Connection& connection() { return connection_; }
+
+ protected:
+  const Layout& layout_;
+  Connection connection_;
+  ClientTotals* totals_;
+  std::vector<Request> pending_;  // per window slot: the request under way
+  TornReads torn_;
+};
+
 // A PUT's answer as the client core's response, counted with the WR that carried it.
 inline Response PutAnswered(const Answer& answer, std::uint8_t answer_verb, ClientTotals* totals) {
   ++totals->verbs.wrs[answer_verb];

@@ -11,6 +11,19 @@ namespace rdmalab::kv::remote {
 
 using nlohmann::json;
 
+namespace {
+
+// A signaled RC WR of `opcode`, its completion reported under `wr_id`.
+ibv_send_wr SignaledWr(std::uint64_t wr_id, ibv_wr_opcode opcode) {
+  ibv_send_wr wr{};
+  wr.wr_id = wr_id;
+  wr.opcode = opcode;
+  wr.send_flags = IBV_SEND_SIGNALED;
+  return wr;
+}
+
+}  // namespace
+
 Connection::Connection(Session& session, std::uint32_t client, const Layout& layout)
     : session_(session), o_(session.options()), client_(client), layout_(layout) {
   const Device& device = session.device();
@@ -90,9 +103,8 @@ void Connection::PostRecv(std::uint32_t buffer) {
   PostRecvOrFail(uc_qp_.get(), &wr, "answer buffers");
 }
 
-void Connection::PostRc(ibv_send_wr& wr, ibv_sge& sge, const std::uint8_t* local, std::uint32_t bytes,
-                        const char* what) {
-  sge = ibv_sge{reinterpret_cast<std::uintptr_t>(local), bytes, region_.mr->lkey};
+void Connection::PostRc(ibv_send_wr& wr, const std::uint8_t* local, std::uint32_t bytes, const char* what) {
+  ibv_sge sge{reinterpret_cast<std::uintptr_t>(local), bytes, region_.mr->lkey};
   wr.sg_list = &sge;
   wr.num_sge = 1;
   ibv_send_wr* bad = nullptr;
@@ -101,37 +113,23 @@ void Connection::PostRc(ibv_send_wr& wr, ibv_sge& sge, const std::uint8_t* local
 }
 
 void Connection::Read(std::uint64_t wr_id, std::uint64_t store_offset, std::uint8_t* local, std::uint32_t bytes) {
-  ibv_send_wr wr{};
-  ibv_sge sge;
-  wr.wr_id = wr_id;
-  wr.opcode = IBV_WR_RDMA_READ;
-  wr.send_flags = IBV_SEND_SIGNALED;
-  wr.wr.rdma.remote_addr = store_.address + store_offset;
-  wr.wr.rdma.rkey = store_.rkey;
-  PostRc(wr, sge, local, bytes, "READ");
+  ibv_send_wr wr = SignaledWr(wr_id, IBV_WR_RDMA_READ);
+  wr.wr.rdma = {store_.address + store_offset, store_.rkey};
+  PostRc(wr, local, bytes, "READ");
 }
 
 void Connection::Cas(std::uint64_t wr_id, std::uint64_t store_offset, std::uint64_t compare, std::uint64_t swap,
                      std::uint32_t slot) {
-  ibv_send_wr wr{};
-  ibv_sge sge;
-  wr.wr_id = wr_id;
-  wr.opcode = IBV_WR_ATOMIC_CMP_AND_SWP;
-  wr.send_flags = IBV_SEND_SIGNALED;
-  wr.wr.atomic.remote_addr = store_.address + store_offset;
-  wr.wr.atomic.rkey = store_.rkey;
-  wr.wr.atomic.compare_add = compare;
-  wr.wr.atomic.swap = swap;
-  PostRc(wr, sge, reinterpret_cast<const std::uint8_t*>(AtomicResult(slot)), 8, "CAS");
+  ibv_send_wr wr = SignaledWr(wr_id, IBV_WR_ATOMIC_CMP_AND_SWP);
+  wr.wr.atomic = {store_.address + store_offset, compare, swap, store_.rkey};
+  PostRc(wr, reinterpret_cast<const std::uint8_t*>(AtomicResult(slot)), 8, "CAS");
 }
 
 void Connection::WriteUnsignaled(std::uint64_t store_offset, const std::uint8_t* local, std::uint32_t bytes) {
   ibv_send_wr wr{};
-  ibv_sge sge;
   wr.opcode = IBV_WR_RDMA_WRITE;
-  wr.wr.rdma.remote_addr = store_.address + store_offset;
-  wr.wr.rdma.rkey = store_.rkey;
-  PostRc(wr, sge, local, bytes, "value WRITE");
+  wr.wr.rdma = {store_.address + store_offset, store_.rkey};
+  PostRc(wr, local, bytes, "value WRITE");
 }
 
 void Connection::PostMessageWr(ibv_send_wr& wr) {

@@ -56,6 +56,15 @@ class Connection {
     std::uint32_t id, slot, step;
   };
   int PollRc(Done* out, int max);
+  // Polls once as PollRc and hands each completion's id, slot and step to `handle`, in
+  // order; returns how many there were. Inline with `handle`: a transport's Poll is its hot loop.
+  template <typename Handle>
+  int ForEachDone(int max, Handle&& handle) {
+    Done completions[kPollBatch];
+    const int done = PollRc(completions, max);
+    for (int i = 0; i < done; ++i) handle(completions[i].id, completions[i].slot, completions[i].step);
+    return done;
+  }
   // Pilaf: answers received (SENDs); each RECV is re-posted at once.
   int PollAnswers(Answer* out, int max);
   void ReapMessages();
@@ -63,7 +72,7 @@ class Connection {
  private:
   void PostMessageWr(ibv_send_wr& wr);
   // One RC WR with one SGE over this client's region; `what` names it in an error.
-  void PostRc(ibv_send_wr& wr, ibv_sge& sge, const std::uint8_t* local, std::uint32_t bytes, const char* what);
+  void PostRc(ibv_send_wr& wr, const std::uint8_t* local, std::uint32_t bytes, const char* what);
   void PostRecv(std::uint32_t buffer);
 
   Session& session_;

@@ -5,6 +5,7 @@
 #include <cstring>
 
 #include "softnic/verbs/internal.h"
+#include "softnic/verbs/key_translation.h"
 
 namespace softnic {
 
@@ -54,27 +55,6 @@ inline model::WrShape ModeledShape(const SoftQp* qp, const WorkRequest& wr) {
   return ModeledShape(qp, wr.opcode, wr.send_flags, wr.total_bytes, wr.num_sge);
 }
 inline uint32_t WqeBytes(const model::WrShape& shape) { return model::SendWqeBytes(shape, model::WqeLayout{}); }
-
-// Key checks (send.cc): a translation is valid for [first, first + length) while its MR
-// table entry is still at the generation it was read at (layout.h, MrEntry).
-bool TranslateKey(Runtime* runtime, uint32_t device, uint32_t key, uint32_t needed_access,
-                  uint32_t pd_id, bool local, KeyTranslation* out);
-
-// `address` through a translation: the range check alone. A translation just made
-// (TranslateKey) is used so, without LookupKey's generation check: a change begun since is
-// one the operation has already met before.
-[[gnu::always_inline]] inline uint8_t* TranslatedAddress(const KeyTranslation& t, uint64_t address, uint64_t bytes) {
-  if (address < t.first || bytes > t.length || address - t.first > t.length - bytes) return nullptr;
-  return reinterpret_cast<uint8_t*>(address + t.bias);
-}
-
-[[gnu::always_inline]] inline uint8_t* LookupKey(const KeyTranslation& t, uint32_t key, uint64_t address,
-                                                uint64_t bytes) {
-  if (t.key != key || t.entry->generation.load(std::memory_order_acquire) != t.generation) {
-    return nullptr;
-  }
-  return TranslatedAddress(t, address, bytes);
-}
 
 // Copies up to kSmallCopyBytes with a few fixed-size moves (the last ones overlapping)
 // instead of a call to memcpy: the small messages of latency and message-rate tests are the

@@ -32,10 +32,6 @@ struct PostContext {
   CounterBlock* lane() const { return runtime->lane_counters(); }  // indexed by device
 };
 
-// Cold (send.cc): translates `key` into `cache` and looks the range up; null if refused.
-uint8_t* TranslateIntoCache(Runtime* runtime, uint32_t device, uint32_t key, uint32_t needed_access,
-                            uint32_t pd_id, bool local, KeyTranslation* cache, uint64_t address, uint64_t bytes);
-
 // The posting QP's side of both fast paths: nothing stalled or injected, the QP ready to
 // send, the SGE within its limits, room in the send queue.
 [[gnu::always_inline]] inline bool QpPostsFast(const SoftQp* qp, const FabricHeader& fabric, bool inline_data,

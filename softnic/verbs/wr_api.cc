@@ -88,26 +88,26 @@ void WrAbort(ibv_qp_ex* ex) {
   UnlockQp(ToSoft(ex));
 }
 
-void WrRdmaWrite(ibv_qp_ex* ex, uint32_t rkey, uint64_t remote_addr) {
-  if (WorkRequest* wr = Begin(ex, IBV_WR_RDMA_WRITE)) {
+// A WR on the peer's memory: Begin, then the rkey and remote address every such verb takes.
+WorkRequest* BeginRemote(ibv_qp_ex* ex, ibv_wr_opcode opcode, uint32_t rkey, uint64_t remote_addr) {
+  WorkRequest* wr = Begin(ex, opcode);
+  if (wr != nullptr) {
     wr->rkey = rkey;
     wr->remote_addr = remote_addr;
   }
+  return wr;
+}
+
+void WrRdmaWrite(ibv_qp_ex* ex, uint32_t rkey, uint64_t remote_addr) {
+  BeginRemote(ex, IBV_WR_RDMA_WRITE, rkey, remote_addr);
 }
 
 void WrRdmaWriteImm(ibv_qp_ex* ex, uint32_t rkey, uint64_t remote_addr, __be32 imm) {
-  if (WorkRequest* wr = Begin(ex, IBV_WR_RDMA_WRITE_WITH_IMM)) {
-    wr->rkey = rkey;
-    wr->remote_addr = remote_addr;
-    wr->imm_data = imm;
-  }
+  if (WorkRequest* wr = BeginRemote(ex, IBV_WR_RDMA_WRITE_WITH_IMM, rkey, remote_addr)) wr->imm_data = imm;
 }
 
 void WrRdmaRead(ibv_qp_ex* ex, uint32_t rkey, uint64_t remote_addr) {
-  if (WorkRequest* wr = Begin(ex, IBV_WR_RDMA_READ)) {
-    wr->rkey = rkey;
-    wr->remote_addr = remote_addr;
-  }
+  BeginRemote(ex, IBV_WR_RDMA_READ, rkey, remote_addr);
 }
 
 void WrSend(ibv_qp_ex* ex) { Begin(ex, IBV_WR_SEND); }
@@ -117,20 +117,14 @@ void WrSendImm(ibv_qp_ex* ex, __be32 imm) {
 }
 
 void WrAtomicCmpSwp(ibv_qp_ex* ex, uint32_t rkey, uint64_t remote_addr, uint64_t compare, uint64_t swap) {
-  if (WorkRequest* wr = Begin(ex, IBV_WR_ATOMIC_CMP_AND_SWP)) {
-    wr->rkey = rkey;
-    wr->remote_addr = remote_addr;
+  if (WorkRequest* wr = BeginRemote(ex, IBV_WR_ATOMIC_CMP_AND_SWP, rkey, remote_addr)) {
     wr->compare_add = compare;
     wr->swap = swap;
   }
 }
 
 void WrAtomicFetchAdd(ibv_qp_ex* ex, uint32_t rkey, uint64_t remote_addr, uint64_t add) {
-  if (WorkRequest* wr = Begin(ex, IBV_WR_ATOMIC_FETCH_AND_ADD)) {
-    wr->rkey = rkey;
-    wr->remote_addr = remote_addr;
-    wr->compare_add = add;
-  }
+  if (WorkRequest* wr = BeginRemote(ex, IBV_WR_ATOMIC_FETCH_AND_ADD, rkey, remote_addr)) wr->compare_add = add;
 }
 
 // Opcodes softnic does not offer: the batch fails at ibv_wr_complete.
@@ -160,54 +154,52 @@ void WrSetSge(ibv_qp_ex* ex, uint32_t lkey, uint64_t addr, uint32_t length) {
   }
 }
 
-void WrSetSgeList(ibv_qp_ex* ex, size_t count, const ibv_sge* list) {
-  WrBatch& batch = BatchOf(ex);
+// The WR being built, when `bytes` fit under `limit`; null otherwise, the batch then failed
+// (EINVAL) unless it had failed already.
+WorkRequest* CurrentHolding(ibv_qp_ex* ex, size_t bytes, uint32_t limit) {
   WorkRequest* wr = Current(ex);
-  if (wr == nullptr) return;
-  if (count > batch.sges_per_wr) {
-    batch.error = EINVAL;
-    return;
+  if (wr != nullptr && bytes > limit) {
+    BatchOf(ex).error = EINVAL;
+    return nullptr;
   }
+  return wr;
+}
+
+// The current WR's inline storage, now its one SGE of `bytes`.
+uint8_t* InlineStorage(ibv_qp_ex* ex, WorkRequest* wr, size_t bytes) {
+  WrBatch& batch = BatchOf(ex);
+  uint8_t* storage = &batch.inline_bytes[size_t{batch.count - 1} * batch.inline_per_wr];
+  const_cast<ibv_sge*>(wr->sg_list)[0] = ibv_sge{reinterpret_cast<uintptr_t>(storage), uint32_t(bytes), 0};
+  wr->num_sge = 1;
+  wr->send_flags |= IBV_SEND_INLINE;
+  return storage;
+}
+
+void WrSetSgeList(ibv_qp_ex* ex, size_t count, const ibv_sge* list) {
+  WorkRequest* wr = CurrentHolding(ex, count, BatchOf(ex).sges_per_wr);
+  if (wr == nullptr) return;
   std::memcpy(const_cast<ibv_sge*>(wr->sg_list), list, sizeof(ibv_sge) * count);
   wr->num_sge = uint32_t(count);
 }
 
 // Inline data is copied now: the caller may reuse its buffer as soon as this returns.
 void WrSetInlineDataList(ibv_qp_ex* ex, size_t count, const ibv_data_buf* buffers) {
-  WrBatch& batch = BatchOf(ex);
-  WorkRequest* wr = Current(ex);
-  if (wr == nullptr) return;
   size_t total = 0;
   for (size_t i = 0; i < count; ++i) total += buffers[i].length;
-  if (total > batch.inline_per_wr) {
-    batch.error = EINVAL;
-    return;
-  }
-  uint8_t* storage = &batch.inline_bytes[size_t{batch.count - 1} * batch.inline_per_wr];
+  WorkRequest* wr = CurrentHolding(ex, total, BatchOf(ex).inline_per_wr);
+  if (wr == nullptr) return;
+  uint8_t* storage = InlineStorage(ex, wr, total);
   size_t offset = 0;
   for (size_t i = 0; i < count; ++i) {
     std::memcpy(storage + offset, buffers[i].addr, buffers[i].length);
     offset += buffers[i].length;
   }
-  const_cast<ibv_sge*>(wr->sg_list)[0] =
-      ibv_sge{reinterpret_cast<uintptr_t>(storage), uint32_t(total), 0};
-  wr->num_sge = 1;
-  wr->send_flags |= IBV_SEND_INLINE;
 }
 
 void WrSetInlineData(ibv_qp_ex* ex, void* addr, size_t length) {
-  WrBatch& batch = BatchOf(ex);
-  WorkRequest* wr = Current(ex);
+  WorkRequest* wr = CurrentHolding(ex, length, BatchOf(ex).inline_per_wr);
   if (wr == nullptr) return;
-  if (length > batch.inline_per_wr) {
-    batch.error = EINVAL;
-    return;
-  }
-  uint8_t* storage = &batch.inline_bytes[size_t{batch.count - 1} * batch.inline_per_wr];
-  std::memcpy(storage, addr, length);
-  const_cast<ibv_sge*>(wr->sg_list)[0] = ibv_sge{reinterpret_cast<uintptr_t>(storage), uint32_t(length), 0};
-  wr->num_sge = 1;
-  wr->send_flags |= IBV_SEND_INLINE;
+  std::memcpy(InlineStorage(ex, wr, length), addr, length);
 }
 
 }  // namespace

@@ -11,14 +11,12 @@ namespace conformance {
 namespace {
 
 constexpr size_t kMessageBytes = 1000;
-constexpr ConnectConfig kShortRetry{.timeout = 10, .retry_cnt = 2, .rnr_retry = 2, .min_rnr_timer = 1};
 
-class Counters : public SoftnicTest {
+class Counters : public PairTest<SoftnicTest> {
  protected:
-  void SetUpPair(ibv_qp_type type, const ConnectConfig& connect = {}) {
-    CONFORMANCE_SETUP(MakePair(&pair_, {.type = type}, connect));
-    CONFORMANCE_SETUP(MakeBuffer(&local_buf_, local(), 4096));
-    CONFORMANCE_SETUP(MakeBuffer(&remote_buf_, peer(), 4096));
+  // The pair, then the counters it starts from.
+  void SetUpCountedPair(ibv_qp_type type, const ConnectConfig& connect = {}) {
+    CONFORMANCE_SETUP(SetUpPair(type, connect));
     CONFORMANCE_SETUP(SoftnicTest::Counters(&before_));
   }
   uint64_t Delta(const std::string& device, const std::string& name) {
@@ -35,8 +33,6 @@ class Counters : public SoftnicTest {
     return {.opcode = IBV_WR_RDMA_WRITE, .sges = {Sge(local_buf_, 0, 64)}, .remote_addr = remote_buf_.addr(),
             .rkey = rkey};
   }
-  Pair pair_;
-  Buffer local_buf_, remote_buf_;
   nlohmann::json before_;
 };
 
@@ -60,7 +56,7 @@ TEST_P(Counters, SchemaNamesTheFabricAndDevices) {
 }
 
 TEST_P(Counters, SendCountsPacketsAndBytes) {
-  CONFORMANCE_SETUP(SetUpPair(IBV_QPT_RC));
+  CONFORMANCE_SETUP(SetUpCountedPair(IBV_QPT_RC));
   ASSERT_EQ(PostRecv(pair_.b->qp(), {Sge(remote_buf_, 0, 4096)}, 1), 0);
   ASSERT_NO_FATAL_FAILURE(PostAndExpect(
       *pair_.a, {.opcode = IBV_WR_SEND, .sges = {Sge(local_buf_, 0, kMessageBytes)}}, IBV_WC_SUCCESS));
@@ -73,7 +69,7 @@ TEST_P(Counters, SendCountsPacketsAndBytes) {
 
 TEST_P(Counters, LinkedListIsOneDoorbell) {
   constexpr int kListLength = 4;
-  CONFORMANCE_SETUP(SetUpPair(IBV_QPT_RC));
+  CONFORMANCE_SETUP(SetUpCountedPair(IBV_QPT_RC));
   ibv_sge sge = Sge(local_buf_, 0, 8);
   ibv_send_wr wrs[kListLength]{};
   for (int i = 0; i < kListLength; ++i) {
@@ -106,7 +102,7 @@ TEST_P(Counters, LinkedListIsOneDoorbell) {
 TEST_P(Counters, EveryThreadsDoorbellsCountedBeyondEightThreads) {
   constexpr int kThreads = 12;
   constexpr int kPostsPerThread = 50;
-  CONFORMANCE_SETUP(SetUpPair(IBV_QPT_RC));
+  CONFORMANCE_SETUP(SetUpCountedPair(IBV_QPT_RC));
   std::vector<Pair> pairs(kThreads);
   for (Pair& pair : pairs) CONFORMANCE_SETUP(MakePair(&pair, {.type = IBV_QPT_RC}));
   CONFORMANCE_SETUP(SoftnicTest::Counters(&before_));
@@ -137,7 +133,7 @@ TEST_P(Counters, EveryThreadsDoorbellsCountedBeyondEightThreads) {
 }
 
 TEST_P(Counters, UdWithoutRecvCountsDroppedNoRecv) {
-  CONFORMANCE_SETUP(SetUpPair(IBV_QPT_UD));
+  CONFORMANCE_SETUP(SetUpCountedPair(IBV_QPT_UD));
   ASSERT_NO_FATAL_FAILURE(PostAndExpect(*pair_.a,
                                         {.opcode = IBV_WR_SEND, .sges = {Sge(local_buf_, 0, 64)},
                                          .ah = pair_.a_to_b.get(), .remote_qpn = pair_.b->qp()->qp_num},
@@ -146,21 +142,21 @@ TEST_P(Counters, UdWithoutRecvCountsDroppedNoRecv) {
 }
 
 TEST_P(Counters, RnrRetriesCounted) {
-  CONFORMANCE_SETUP(SetUpPair(IBV_QPT_RC, kShortRetry));
+  CONFORMANCE_SETUP(SetUpCountedPair(IBV_QPT_RC, kShortRetry));
   ASSERT_NO_FATAL_FAILURE(PostAndExpect(*pair_.a, {.opcode = IBV_WR_SEND, .sges = {Sge(local_buf_, 0, 64)}},
                                         IBV_WC_RNR_RETRY_EXC_ERR));
   EXPECT_GE(SumDelta("rnr_retries"), 1u);
 }
 
 TEST_P(Counters, RetryExceededCounted) {
-  CONFORMANCE_SETUP(SetUpPair(IBV_QPT_RC, kShortRetry));
+  CONFORMANCE_SETUP(SetUpCountedPair(IBV_QPT_RC, kShortRetry));
   pair_.b->DestroyQp();
   ASSERT_NO_FATAL_FAILURE(PostAndExpect(*pair_.a, Write(remote_buf_.rkey()), IBV_WC_RETRY_EXC_ERR));
   EXPECT_GE(SumDelta("retry_exceeded"), 1u);
 }
 
 TEST_P(Counters, RemoteAccessErrorsCounted) {
-  CONFORMANCE_SETUP(SetUpPair(IBV_QPT_RC));
+  CONFORMANCE_SETUP(SetUpCountedPair(IBV_QPT_RC));
   ASSERT_NO_FATAL_FAILURE(PostAndExpect(*pair_.a, Write(remote_buf_.rkey() ^ 0x1234u), IBV_WC_REM_ACCESS_ERR));
   EXPECT_GE(SumDelta("remote_access_errors"), 1u);
 }

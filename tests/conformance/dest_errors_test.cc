@@ -8,15 +8,9 @@ namespace conformance {
 namespace {
 
 constexpr size_t kMessageBytes = 64;
-// ~4 ms per try (4.096 us * 2^10), two retries: well under the poll deadline.
-constexpr ConnectConfig kShortRetry{.timeout = 10, .retry_cnt = 2, .rnr_retry = 2, .min_rnr_timer = 1};
 
-class DestErrors : public VerbsTest {
+class DestErrors : public PairTest<> {
  protected:
-  void SetUpBuffers() {
-    CONFORMANCE_SETUP(MakeBuffer(&local_buf_, local(), 4096));
-    CONFORMANCE_SETUP(MakeBuffer(&remote_buf_, peer(), 4096));
-  }
   // `a` connected towards a `b` that stays in `b_state` (RESET or INIT).
   void SetUpHalfConnected(ibv_qp_type type, ibv_qp_state b_state) {
     CONFORMANCE_SETUP(MakeEndpoint(&pair_.a, local(), {.type = type}));
@@ -42,8 +36,6 @@ class DestErrors : public VerbsTest {
             .ah = pair_.a_to_b.get(), .remote_qpn = qpn};
   }
 
-  Pair pair_;
-  Buffer local_buf_, remote_buf_;
 };
 
 TEST_P(DestErrors, RcDestroyedQpRetryExceeded) {

@@ -10,7 +10,6 @@ namespace conformance {
 namespace {
 
 constexpr int kMessages = 20;
-constexpr ConnectConfig kShortRetry{.timeout = 10, .retry_cnt = 2, .rnr_retry = 2, .min_rnr_timer = 1};
 constexpr int kDelayUs = 20'000;
 
 class FaultInjection : public SoftnicTest {

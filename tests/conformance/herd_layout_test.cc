@@ -158,6 +158,84 @@ struct SegmentRemover {
   }
 };
 
+// The test's client: UC WRITEs of requests into the master's segment, one request in
+// flight per window slot, and the worker's answers as UD SENDs.
+struct HerdClient {
+  static constexpr size_t kRecvBytes = kGrhBytes + sizeof(Response);
+
+  // The device, both QPs (requests connected to the master's), the buffers and the RECVs.
+  void Open(const std::string& device_name, const QpInfo& master_qp) {
+    std::string error;
+    device = Device::Open(device_name, &error);
+    ASSERT_TRUE(device != nullptr) << error;
+    int err = 0;
+    requests = Endpoint::Create(*device, {.type = IBV_QPT_UC, .send_wr = kSendQueueDepth}, &err, &error);
+    ASSERT_TRUE(requests != nullptr) << error;
+    responses = Endpoint::Create(*device, {.type = IBV_QPT_UD, .recv_wr = kRecvDepth}, &err, &error);
+    ASSERT_TRUE(responses != nullptr) << error;
+    ASSERT_EQ(Connect(*requests, master_qp), 0);
+    ASSERT_EQ(Connect(*responses, {}), 0);
+    staging = Buffer::Make(device->pd(), kWindow * sizeof(Request), IBV_ACCESS_LOCAL_WRITE, &error);
+    ASSERT_TRUE(static_cast<bool>(staging)) << error;
+    inbox = Buffer::Make(device->pd(), kRecvDepth * kRecvBytes, IBV_ACCESS_LOCAL_WRITE, &error);
+    ASSERT_TRUE(static_cast<bool>(inbox)) << error;
+    for (uint32_t i = 0; i < kRecvDepth; ++i) {
+      ASSERT_EQ(PostRecv(responses->qp(), {Sge(inbox, i * kRecvBytes, kRecvBytes)}, i), 0);
+    }
+    for (uint32_t slot = 0; slot < kWindow; ++slot) next_seq[slot] = slot + 1;
+  }
+
+  // Slot s carries requests s+1, s+1+kWindow, ...; a slot is written again only after the
+  // worker answered its last request.
+  void IssueToFreeSlots(const RemoteMr& segment) {
+    for (uint32_t slot = 0; slot < kWindow; ++slot) {
+      if (in_flight[slot] != 0 || next_seq[slot] > kRequests) continue;
+      uint64_t seq = next_seq[slot];
+      auto* request = reinterpret_cast<Request*>(staging.data()) + slot;
+      for (uint32_t word = 0; word < kPayloadWords; ++word) request->payload[word] = PayloadWord(seq, word);
+      request->seq = seq;
+      bool signaled = ++sent % kSignalEvery == 0;
+      ASSERT_EQ(PostSend(requests->qp(), {.opcode = IBV_WR_RDMA_WRITE,
+                                          .sges = {Sge(staging, slot * sizeof(Request), sizeof(Request))},
+                                          .flags = signaled ? unsigned(IBV_SEND_SIGNALED) : 0u,
+                                          .remote_addr = segment.addr + slot * sizeof(Request),
+                                          .rkey = segment.rkey}),
+                0);
+      if (signaled) {
+        std::optional<ibv_wc> wc = PollOne(requests->send_cq());
+        ASSERT_TRUE(wc.has_value() && wc->status == IBV_WC_SUCCESS) << "a request WRITE did not complete";
+      }
+      in_flight[slot] = seq;
+      next_seq[slot] = seq + kWindow;
+    }
+  }
+
+  // Takes one answer if one has come (`*took`): it must be for the request in flight on its
+  // slot, which is then free; its RECV is posted again.
+  void TakeResponse(bool* took) {
+    ibv_wc wc{};
+    int polled = ibv_poll_cq(responses->recv_cq(), 1, &wc);
+    ASSERT_GE(polled, 0);
+    *took = polled != 0;
+    if (!*took) return;
+    ASSERT_WC_STATUS(wc, IBV_WC_SUCCESS);
+    Response response;
+    std::memcpy(&response, inbox.data() + wc.wr_id * kRecvBytes + kGrhBytes, sizeof(response));
+    ASSERT_LT(response.slot, kWindow);
+    ASSERT_EQ(response.seq, in_flight[response.slot]) << "a response for a request not in flight";
+    in_flight[response.slot] = 0;
+    ++answered;
+    ASSERT_EQ(PostRecv(responses->qp(), {Sge(inbox, wc.wr_id * kRecvBytes, kRecvBytes)}, wc.wr_id), 0);
+  }
+
+  std::unique_ptr<Device> device;
+  std::unique_ptr<Endpoint> requests, responses;
+  Buffer staging, inbox;
+  uint64_t in_flight[kWindow] = {};
+  uint64_t next_seq[kWindow] = {};
+  uint64_t sent = 0, answered = 0;
+};
+
 class HerdLayout : public ProcessTest {};
 
 TEST_P(HerdLayout, WorkerAttachedToTheSegmentAnswersEveryRequest) {
@@ -172,77 +250,25 @@ TEST_P(HerdLayout, WorkerAttachedToTheSegmentAnswersEveryRequest) {
   ASSERT_EQ(hello.reason[0], '\0') << hello.reason;
   CONFORMANCE_SETUP(Spawn(&worker, "herd_worker", {peer_name(), std::to_string(key)}));
 
-  std::string error;
-  std::unique_ptr<Device> device = Device::Open(local_name(), &error);
-  ASSERT_TRUE(device != nullptr) << error;
-  int err = 0;
-  std::unique_ptr<Endpoint> requests =
-      Endpoint::Create(*device, {.type = IBV_QPT_UC, .send_wr = kSendQueueDepth}, &err, &error);
-  ASSERT_TRUE(requests != nullptr) << error;
-  std::unique_ptr<Endpoint> responses =
-      Endpoint::Create(*device, {.type = IBV_QPT_UD, .recv_wr = kRecvDepth}, &err, &error);
-  ASSERT_TRUE(responses != nullptr) << error;
-  ASSERT_EQ(Connect(*requests, hello.hello.qp), 0);
-  ASSERT_EQ(Connect(*responses, {}), 0);
-  Buffer staging = Buffer::Make(device->pd(), kWindow * sizeof(Request), IBV_ACCESS_LOCAL_WRITE, &error);
-  ASSERT_TRUE(static_cast<bool>(staging)) << error;
-  const size_t recv_bytes = kGrhBytes + sizeof(Response);
-  Buffer inbox = Buffer::Make(device->pd(), kRecvDepth * recv_bytes, IBV_ACCESS_LOCAL_WRITE, &error);
-  ASSERT_TRUE(static_cast<bool>(inbox)) << error;
-  for (uint32_t i = 0; i < kRecvDepth; ++i) ASSERT_EQ(PostRecv(responses->qp(), {Sge(inbox, i * recv_bytes, recv_bytes)}, i), 0);
-
+  HerdClient client;  // after the helpers: its QPs go first
+  ASSERT_NO_FATAL_FAILURE(client.Open(local_name(), hello.hello.qp));
   QpInfo worker_info;
   ASSERT_TRUE(worker->channel().RecvValue(&worker_info, kHandshakeTimeoutMs)) << "the worker never said hello";
-  ASSERT_TRUE(worker->channel().SendValue(responses->info()));
-  ASSERT_TRUE(master->channel().SendValue(requests->info()));
+  ASSERT_TRUE(worker->channel().SendValue(client.responses->info()));
+  ASSERT_TRUE(master->channel().SendValue(client.requests->info()));
   uint8_t ready = 0;
   ASSERT_TRUE(master->channel().RecvValue(&ready, kHandshakeTimeoutMs));
 
-  // Slot s carries requests s+1, s+1+kWindow, ...; a slot is written again only after
-  // the worker answered its last request.
-  uint64_t in_flight[kWindow] = {};
-  uint64_t next_seq[kWindow];
-  for (uint32_t slot = 0; slot < kWindow; ++slot) next_seq[slot] = slot + 1;
-  uint64_t sent = 0, answered = 0;
   const auto deadline = Clock::now() + kRunTimeoutMs;
-  while (answered < kRequests) {
-    for (uint32_t slot = 0; slot < kWindow; ++slot) {
-      if (in_flight[slot] != 0 || next_seq[slot] > kRequests) continue;
-      uint64_t seq = next_seq[slot];
-      auto* request = reinterpret_cast<Request*>(staging.data()) + slot;
-      for (uint32_t word = 0; word < kPayloadWords; ++word) request->payload[word] = PayloadWord(seq, word);
-      request->seq = seq;
-      bool signaled = ++sent % kSignalEvery == 0;
-      ASSERT_EQ(PostSend(requests->qp(), {.opcode = IBV_WR_RDMA_WRITE,
-                                          .sges = {Sge(staging, slot * sizeof(Request), sizeof(Request))},
-                                          .flags = signaled ? unsigned(IBV_SEND_SIGNALED) : 0u,
-                                          .remote_addr = hello.hello.mr.addr + slot * sizeof(Request),
-                                          .rkey = hello.hello.mr.rkey}),
-                0);
-      if (signaled) {
-        std::optional<ibv_wc> wc = PollOne(requests->send_cq());
-        ASSERT_TRUE(wc.has_value() && wc->status == IBV_WC_SUCCESS) << "a request WRITE did not complete";
-      }
-      in_flight[slot] = seq;
-      next_seq[slot] = seq + kWindow;
-    }
-    ibv_wc wc{};
-    int polled = ibv_poll_cq(responses->recv_cq(), 1, &wc);
-    ASSERT_GE(polled, 0);
-    if (polled == 0) {
-      ASSERT_LT(Clock::now(), deadline) << answered << " of " << kRequests << " requests answered after "
-                                        << kRunTimeoutMs.count() << " ms (" << sent
+  while (client.answered < kRequests) {
+    ASSERT_NO_FATAL_FAILURE(client.IssueToFreeSlots(hello.hello.mr));
+    bool took = false;
+    ASSERT_NO_FATAL_FAILURE(client.TakeResponse(&took));
+    if (!took) {
+      ASSERT_LT(Clock::now(), deadline) << client.answered << " of " << kRequests << " requests answered after "
+                                        << kRunTimeoutMs.count() << " ms (" << client.sent
                                         << " written): the worker does not see the client's WRITEs";
-      continue;
     }
-    ASSERT_WC_STATUS(wc, IBV_WC_SUCCESS);
-    Response response;
-    std::memcpy(&response, inbox.data() + wc.wr_id * recv_bytes + kGrhBytes, sizeof(response));
-    ASSERT_LT(response.slot, kWindow);
-    ASSERT_EQ(response.seq, in_flight[response.slot]) << "a response for a request not in flight";
-    in_flight[response.slot] = 0;
-    ++answered;
-    ASSERT_EQ(PostRecv(responses->qp(), {Sge(inbox, wc.wr_id * recv_bytes, recv_bytes)}, wc.wr_id), 0);
   }
 
   ASSERT_TRUE(worker->channel().SendValue(kQuit));

@@ -12,27 +12,24 @@ namespace {
 
 constexpr size_t kMessageBytes = 100;
 
-class ImmediateData : public VerbsTest {
+class ImmediateData : public PairTest<> {
  protected:
-  void SetUpPair(ibv_qp_type type) {
-    CONFORMANCE_SETUP(MakePair(&pair_, {.type = type}));
-    CONFORMANCE_SETUP(MakeBuffer(&local_buf_, local(), 4096));
-    CONFORMANCE_SETUP(MakeBuffer(&remote_buf_, peer(), 8192));
+  // The pair with the message's bytes in place.
+  void SetUpFilledPair(ibv_qp_type type) {
+    CONFORMANCE_SETUP(SetUpPair(type, {}, 8192));
     std::memset(local_buf_.data(), 0x4d, kMessageBytes);
   }
   void ExpectImm(const ibv_wc& wc, uint32_t imm_host) {
     EXPECT_TRUE(wc.wc_flags & IBV_WC_WITH_IMM) << Describe(wc);
     EXPECT_EQ(wc.imm_data, htonl(imm_host)) << "imm_data must be in network byte order";
   }
-  Pair pair_;
-  Buffer local_buf_, remote_buf_;
 };
 
 TEST_P(ImmediateData, SendWithImm) {
   for (ibv_qp_type type : {IBV_QPT_RC, IBV_QPT_UC, IBV_QPT_UD}) {
     SCOPED_TRACE(QpTypeName(type));
     pair_ = Pair();
-    CONFORMANCE_SETUP(SetUpPair(type));
+    CONFORMANCE_SETUP(SetUpFilledPair(type));
     ASSERT_EQ(PostRecv(pair_.b->qp(), {Sge(remote_buf_, 0, 4096)}, 21), 0);
     const uint32_t imm = 0x01020304;
     ASSERT_NO_FATAL_FAILURE(PostAndExpect(*pair_.a,
@@ -52,7 +49,7 @@ TEST_P(ImmediateData, WriteWithImmConsumesRecv) {
   for (ibv_qp_type type : {IBV_QPT_RC, IBV_QPT_UC}) {
     SCOPED_TRACE(QpTypeName(type));
     pair_ = Pair();
-    CONFORMANCE_SETUP(SetUpPair(type));
+    CONFORMANCE_SETUP(SetUpFilledPair(type));
     ASSERT_EQ(PostRecv(pair_.b->qp(), {Sge(remote_buf_, 4096, 64)}, 31), 0);
     ASSERT_EQ(PostRecv(pair_.b->qp(), {Sge(remote_buf_, 4096 + 64, 64)}, 32), 0);
     const uint32_t imm = 0xdeadbeef;
@@ -76,7 +73,7 @@ TEST_P(ImmediateData, WriteWithImmConsumesRecv) {
 }
 
 TEST_P(ImmediateData, ZeroLengthWriteWithImm) {
-  CONFORMANCE_SETUP(SetUpPair(IBV_QPT_RC));
+  CONFORMANCE_SETUP(SetUpFilledPair(IBV_QPT_RC));
   ASSERT_EQ(PostRecv(pair_.b->qp(), {Sge(remote_buf_, 4096, 64)}, 41), 0);
   ASSERT_NO_FATAL_FAILURE(PostAndExpect(*pair_.a,
                                         {.opcode = IBV_WR_RDMA_WRITE_WITH_IMM, .sges = {},
@@ -102,7 +99,7 @@ TEST_P(ImmediateData, RcWriteWithImmWithoutRecvIsRnr) {
 }
 
 TEST_P(ImmediateData, PlainSendHasNoImmFlag) {
-  CONFORMANCE_SETUP(SetUpPair(IBV_QPT_RC));
+  CONFORMANCE_SETUP(SetUpFilledPair(IBV_QPT_RC));
   ASSERT_EQ(PostRecv(pair_.b->qp(), {Sge(remote_buf_, 0, 4096)}, 51), 0);
   ASSERT_NO_FATAL_FAILURE(
       PostAndExpect(*pair_.a, {.opcode = IBV_WR_SEND, .sges = {Sge(local_buf_, 0, kMessageBytes)}}, IBV_WC_SUCCESS));

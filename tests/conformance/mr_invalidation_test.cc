@@ -255,14 +255,12 @@ class MultiProcessMrInvalidation : public ProcessTest {
   void RunChange(Change change) {
     std::unique_ptr<Child> child;
     CONFORMANCE_SETUP(Spawn(&child, "mr_invalidation_writer", {local_name()}));
+    std::unique_ptr<Device> device;
+    std::unique_ptr<Endpoint> ep;
+    ASSERT_NO_FATAL_FAILURE(OpenEndpoint(peer_name(), {.type = IBV_QPT_RC}, &device, &ep));
     std::string error;
-    std::unique_ptr<Device> device = Device::Open(peer_name(), &error);
-    ASSERT_TRUE(device != nullptr) << error;
     Buffer buffer = Buffer::Make(device->pd(), kRegionBytes, kAllRemoteAccess, &error);
     ASSERT_TRUE(static_cast<bool>(buffer)) << error;
-    int err = 0;
-    std::unique_ptr<Endpoint> ep = Endpoint::Create(*device, {.type = IBV_QPT_RC}, &err, &error);
-    ASSERT_TRUE(ep != nullptr) << error;
     Hello mine{ep->info(), {buffer.addr(), buffer.rkey(), 0, kRegionBytes}};
     Hello theirs{};
     ASSERT_TRUE(child->channel().SendValue(mine));

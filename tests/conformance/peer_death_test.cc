@@ -111,12 +111,10 @@ TEST_P(PeerDeath, UdSendsToKilledPeerComplete) {
   ASSERT_TRUE(victim->channel().RecvValue(&victim_info, kHandshakeTimeoutMs));
   victim->Kill();
   ASSERT_TRUE(victim->Wait(kDetectBudgetMs).has_value());
+  std::unique_ptr<Device> device;
+  std::unique_ptr<Endpoint> ep;
+  ASSERT_NO_FATAL_FAILURE(OpenEndpoint(local_name(), {.type = IBV_QPT_UD}, &device, &ep));
   std::string error;
-  std::unique_ptr<Device> device = Device::Open(local_name(), &error);
-  ASSERT_TRUE(device != nullptr) << error;
-  int err = 0;
-  std::unique_ptr<Endpoint> ep = Endpoint::Create(*device, {.type = IBV_QPT_UD}, &err, &error);
-  ASSERT_TRUE(ep != nullptr) << error;
   ASSERT_EQ(Connect(*ep, {}), 0);
   ibv_ah_attr ah_attr = AhAttr(*device, victim_info, false);
   AhPtr ah(ibv_create_ah(device->pd(), &ah_attr));

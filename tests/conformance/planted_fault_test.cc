@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
+#include <initializer_list>
 
 #include "softnic_tool.h"
 
@@ -86,36 +87,42 @@ class PlantedFault : public SoftnicTest {
     EXPECT_LT(fastest, kDelay / 2) << OpcodeName(opcode) << " of " << bytes << " B in a list of " << list
                                    << " is outside the planted region";
   }
+  // Posts of `list` WRs of one opcode and size.
+  struct Post {
+    ibv_wr_opcode opcode;
+    uint32_t bytes;
+    int list;
+  };
+  void ExpectSlowed(std::initializer_list<Post> posts) {
+    for (const Post& post : posts) ASSERT_NO_FATAL_FAILURE(ExpectSlowed(post.opcode, post.bytes, post.list));
+  }
+  void ExpectUnslowed(std::initializer_list<Post> posts) {
+    for (const Post& post : posts) ASSERT_NO_FATAL_FAILURE(ExpectUnslowed(post.opcode, post.bytes, post.list));
+  }
   Pair pair_;
   Buffer local_buf_, remote_buf_;
 };
 
 TEST_P(PlantedFault, SlowsEveryWrOfTheRegion) {
   CONFORMANCE_SETUP(SetUpPair(IBV_QPT_UC));
-  ASSERT_NO_FATAL_FAILURE(ExpectSlowed(IBV_WR_RDMA_WRITE, 1024, 1));
-  ASSERT_NO_FATAL_FAILURE(ExpectSlowed(IBV_WR_RDMA_WRITE, 2048, 1));
-  ASSERT_NO_FATAL_FAILURE(ExpectSlowed(IBV_WR_SEND, 1500, 1));
-  ASSERT_NO_FATAL_FAILURE(ExpectSlowed(IBV_WR_RDMA_WRITE, 1024, 2));
+  ExpectSlowed({{IBV_WR_RDMA_WRITE, 1024, 1}, {IBV_WR_RDMA_WRITE, 2048, 1}, {IBV_WR_SEND, 1500, 1},
+                {IBV_WR_RDMA_WRITE, 1024, 2}});
 }
 
 TEST_P(PlantedFault, SparesTheSameQpOutsideTheRegion) {
   CONFORMANCE_SETUP(SetUpPair(IBV_QPT_UC));
-  ASSERT_NO_FATAL_FAILURE(ExpectUnslowed(IBV_WR_RDMA_WRITE, 1023, 1));
-  ASSERT_NO_FATAL_FAILURE(ExpectUnslowed(IBV_WR_RDMA_WRITE, 2049, 1));
-  ASSERT_NO_FATAL_FAILURE(ExpectUnslowed(IBV_WR_RDMA_WRITE, 1024, 3));
-  ASSERT_NO_FATAL_FAILURE(ExpectUnslowed(IBV_WR_RDMA_WRITE_WITH_IMM, 1024, 1));
+  ExpectUnslowed({{IBV_WR_RDMA_WRITE, 1023, 1}, {IBV_WR_RDMA_WRITE, 2049, 1}, {IBV_WR_RDMA_WRITE, 1024, 3},
+                  {IBV_WR_RDMA_WRITE_WITH_IMM, 1024, 1}});
 }
 
 TEST_P(PlantedFault, SparesRc) {
   CONFORMANCE_SETUP(SetUpPair(IBV_QPT_RC));
-  ASSERT_NO_FATAL_FAILURE(ExpectUnslowed(IBV_WR_RDMA_WRITE, 1024, 1));
-  ASSERT_NO_FATAL_FAILURE(ExpectUnslowed(IBV_WR_SEND, 1500, 1));
-  ASSERT_NO_FATAL_FAILURE(ExpectUnslowed(IBV_WR_RDMA_READ, 1024, 1));
+  ExpectUnslowed({{IBV_WR_RDMA_WRITE, 1024, 1}, {IBV_WR_SEND, 1500, 1}, {IBV_WR_RDMA_READ, 1024, 1}});
 }
 
 TEST_P(PlantedFault, SparesUd) {
   CONFORMANCE_SETUP(SetUpPair(IBV_QPT_UD));
-  ASSERT_NO_FATAL_FAILURE(ExpectUnslowed(IBV_WR_SEND, 1024, 1));
+  ExpectUnslowed({{IBV_WR_SEND, 1024, 1}});
 }
 
 CONFORMANCE_INSTANTIATE(PlantedFault);

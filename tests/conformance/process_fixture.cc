@@ -35,6 +35,16 @@ void ProcessTest::Spawn(std::unique_ptr<Child>* out, const std::string& name, co
   ASSERT_TRUE(*out != nullptr) << "spawning helper " << name << ": " << error;
 }
 
+void ProcessTest::OpenEndpoint(const std::string& name, const QpConfig& config, std::unique_ptr<Device>* device,
+                               std::unique_ptr<Endpoint>* ep) {
+  std::string error;
+  *device = Device::Open(name, &error);
+  ASSERT_TRUE(*device != nullptr) << error;
+  int err = 0;
+  *ep = Endpoint::Create(**device, config, &err, &error);
+  ASSERT_TRUE(*ep != nullptr) << error;
+}
+
 void ProcessTest::ExpectCleanExit(Child& child, std::chrono::milliseconds timeout) {
   std::optional<int> status = child.Wait(timeout);
   ASSERT_TRUE(status.has_value()) << "helper " << child.pid() << " still running after " << timeout.count() << " ms";

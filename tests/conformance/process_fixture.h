@@ -36,6 +36,9 @@ class ProcessTest : public testing::TestWithParam<DevicePair> {
   void SetUp() override;
   // Spawns helper `name`; fails the test on error.
   void Spawn(std::unique_ptr<Child>* out, const std::string& name, const std::vector<std::string>& args);
+  // Opens this process's device `name` and one endpoint of `config` on it; fails the test on error.
+  void OpenEndpoint(const std::string& name, const QpConfig& config, std::unique_ptr<Device>* device,
+                    std::unique_ptr<Endpoint>* ep);
   // Waits for a helper to exit 0.
   void ExpectCleanExit(Child& child, std::chrono::milliseconds timeout = kCompletionTimeoutMs);
   const std::string& local_name() const { return GetParam().local; }

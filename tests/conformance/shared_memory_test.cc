@@ -452,12 +452,10 @@ CONFORMANCE_HELPER(shared_owner) {
 TEST_P(SharedMemory, OwnerDeathEndsAccess) {
   std::unique_ptr<Child> owner;
   CONFORMANCE_SETUP(Spawn(&owner, "shared_owner", {peer_name()}));
+  std::unique_ptr<Device> device;
+  std::unique_ptr<Endpoint> ep;
+  ASSERT_NO_FATAL_FAILURE(OpenEndpoint(local_name(), {.type = IBV_QPT_RC}, &device, &ep));
   std::string error;
-  std::unique_ptr<Device> device = Device::Open(local_name(), &error);
-  ASSERT_TRUE(device != nullptr) << error;
-  int err = 0;
-  std::unique_ptr<Endpoint> ep = Endpoint::Create(*device, {.type = IBV_QPT_RC}, &err, &error);
-  ASSERT_TRUE(ep != nullptr) << error;
   Buffer buffer = Buffer::Make(device->pd(), kPageBytes, kAllRemoteAccess, &error);
   ASSERT_TRUE(static_cast<bool>(buffer)) << error;
   OwnerHello hello;

@@ -310,3 +310,27 @@ class VerbsTest : public testing::TestWithParam<DevicePair>, protected VerbsBase
 #define CONFORMANCE_INSTANTIATE(suite) \
   INSTANTIATE_TEST_SUITE_P(Devices, suite, ::testing::ValuesIn(::conformance::DevicePairs()), \
                            ::conformance::DeviceParamName)
+
+namespace conformance {
+
+// ~4 ms per try (4.096 us * 2^10), two retries: well under the poll deadline.
+constexpr ConnectConfig kShortRetry{.timeout = 10, .retry_cnt = 2, .rnr_retry = 2, .min_rnr_timer = 1};
+
+// A test on one QP pair, a on local() and b on peer(), with a buffer on each side.
+template <typename Base = VerbsTest>
+class PairTest : public Base {
+ protected:
+  void SetUpBuffers(size_t remote_bytes = 4096) {
+    CONFORMANCE_SETUP(this->MakeBuffer(&local_buf_, this->local(), 4096));
+    CONFORMANCE_SETUP(this->MakeBuffer(&remote_buf_, this->peer(), remote_bytes));
+  }
+  void SetUpPair(ibv_qp_type type, const ConnectConfig& connect = {}, size_t remote_bytes = 4096) {
+    CONFORMANCE_SETUP(this->MakePair(&pair_, {.type = type}, connect));
+    CONFORMANCE_SETUP(SetUpBuffers(remote_bytes));
+  }
+
+  Pair pair_;
+  Buffer local_buf_, remote_buf_;
+};
+
+}  // namespace conformance

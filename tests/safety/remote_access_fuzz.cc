@@ -520,24 +520,11 @@ struct Requester {
     return next;
   }
 
-  // Posts `op`, waits for its completion, and checks it against the states it may meet.
-  // False (after a message) when the completion breaks the rules.
-  bool Run(long index, const Op& op, const TargetState* states, int state_count, bool racing) {
-    bool atomic = op.kind >= 2;
-    uint32_t allowed = 0;
-    int regions[3] = {-1, -1, -1};
-    for (int s = 0; s < state_count; ++s) allowed |= Allowed(states[s], op, &regions[s]);
-    int success_region = -1;
-    for (int s = 0; s < state_count; ++s)
-      if (regions[s] >= 0) success_region = regions[s];
-    // The data of a successful op: one buffer whichever state it met (a region's key, and
-    // so its buffer, is the same in every state it may meet).
-    size_t buffer = success_region >= 0 ? size_t(success_region) : 0;
-    size_t at = success_region >= 0 ? BufferOffset(success_region, op.address) : 0;
-    bool certain = !racing;
-    for (uint64_t i = 0; success_region >= 0 && i < (atomic ? 8 : op.length); ++i)
-      certain = certain && !uncertain[buffer][at + i];
-
+  // Posts `op` and waits for its completion. A WRITE carries fresh random bytes; an atomic
+  // adds *add, or compares with `expected` (the shadow's value; flipped half the time) and
+  // swaps in *swap.
+  ibv_wc PostAndComplete(long index, const Op& op, const uint8_t* expected, uint64_t* add, uint64_t* compare,
+                         uint64_t* swap) {
     for (uint64_t i = 0; i < op.length && op.kind == 0; ++i) local[i] = uint8_t(random());
     ibv_sge sge{uintptr_t(local.data()), uint32_t(op.length), local_mr->lkey};
     ibv_send_wr wr{}, *bad = nullptr;
@@ -545,7 +532,9 @@ struct Requester {
     wr.sg_list = &sge;
     wr.num_sge = 1;
     wr.send_flags = IBV_SEND_SIGNALED;
-    uint64_t add = random() % 1000, compare = 0, swap = random();
+    *add = random() % 1000;
+    *compare = 0;
+    *swap = random();
     if (op.kind <= 1) {
       wr.opcode = op.kind == 0 ? IBV_WR_RDMA_WRITE : IBV_WR_RDMA_READ;
       wr.wr.rdma.remote_addr = op.address;
@@ -554,10 +543,10 @@ struct Requester {
       wr.opcode = op.kind == 2 ? IBV_WR_ATOMIC_FETCH_AND_ADD : IBV_WR_ATOMIC_CMP_AND_SWP;
       wr.wr.atomic.remote_addr = op.address;
       wr.wr.atomic.rkey = op.key;
-      if (success_region >= 0) std::memcpy(&compare, &shadow[buffer][at], 8);
-      if (random() % 2) compare ^= 1;  // half the swaps must not happen
-      wr.wr.atomic.compare_add = op.kind == 2 ? add : compare;
-      wr.wr.atomic.swap = swap;
+      if (expected != nullptr) std::memcpy(compare, expected, 8);
+      if (random() % 2) *compare ^= 1;  // half the swaps must not happen
+      wr.wr.atomic.compare_add = op.kind == 2 ? *add : *compare;
+      wr.wr.atomic.swap = *swap;
     }
     if (ibv_post_send(v.qp, &wr, &bad)) Die("ibv_post_send");
     ibv_wc wc{};
@@ -567,25 +556,24 @@ struct Requester {
       if (std::chrono::steady_clock::now() > deadline) Die("no completion within 10 s");
     }
     if (polled < 0) Die("ibv_poll_cq");
-    if (wc.status >= 32 || (allowed & (1u << wc.status)) == 0) {
-      std::fprintf(stderr,
-                   "safety: op %ld kind %d key %#x addr %#lx len %lu%s (target QP access %#x): status %s; allowed:",
-                   index, op.kind, op.key, (unsigned long)op.address, (unsigned long)op.length,
-                   racing ? " racing a change" : "", states[0].qp_access, ibv_wc_status_str(wc.status));
-      for (uint32_t s = 0; s < 32; ++s)
-        if (allowed & (1u << s)) std::fprintf(stderr, " %s", ibv_wc_status_str(ibv_wc_status(s)));
-      std::fprintf(stderr, "\n");
-      return false;
-    }
-    if (wc.status != IBV_WC_SUCCESS) {
-      ++counts[wc.status == IBV_WC_REM_ACCESS_ERR ? 1 : 2];
-      Connect(v, info.endpoint, kRemoteAll);  // the error moved the QP to ERR
-      return true;
-    }
-    ++counts[0];
-    if (success_region >= kPrivateRegions) ++shared_successes;
-    uint8_t* mirror = &shadow[buffer][at];
-    uint8_t* unsure = &uncertain[buffer][at];
+    return wc;
+  }
+
+  void ReportForbidden(long index, const Op& op, const TargetState& state, uint32_t allowed, bool racing,
+                       const ibv_wc& wc) {
+    std::fprintf(stderr,
+                 "safety: op %ld kind %d key %#x addr %#lx len %lu%s (target QP access %#x): status %s; allowed:",
+                 index, op.kind, op.key, (unsigned long)op.address, (unsigned long)op.length,
+                 racing ? " racing a change" : "", state.qp_access, ibv_wc_status_str(wc.status));
+    for (uint32_t s = 0; s < 32; ++s)
+      if (allowed & (1u << s)) std::fprintf(stderr, " %s", ibv_wc_status_str(ibv_wc_status(s)));
+    std::fprintf(stderr, "\n");
+  }
+
+  // A successful op's data against the shadow copy at `mirror`, which then takes its effect.
+  // `certain`: no byte it touched is unknown, so an atomic's old value must match.
+  bool CheckAndMirror(long index, const Op& op, uint8_t* mirror, uint8_t* unsure, bool racing, bool certain,
+                      uint64_t add, uint64_t compare, uint64_t swap) {
     if (op.kind == 0) {
       std::memcpy(mirror, local.data(), op.length);
       // A racing WRITE may have gone to pages a re-registration had already copied.
@@ -615,6 +603,41 @@ struct Requester {
     if (op.kind == 3 && value == compare) value = swap;
     std::memcpy(mirror, &value, 8);
     return true;
+  }
+
+  // Posts `op`, waits for its completion, and checks it against the states it may meet.
+  // False (after a message) when the completion breaks the rules.
+  bool Run(long index, const Op& op, const TargetState* states, int state_count, bool racing) {
+    bool atomic = op.kind >= 2;
+    uint32_t allowed = 0;
+    int regions[3] = {-1, -1, -1};
+    for (int s = 0; s < state_count; ++s) allowed |= Allowed(states[s], op, &regions[s]);
+    int success_region = -1;
+    for (int s = 0; s < state_count; ++s)
+      if (regions[s] >= 0) success_region = regions[s];
+    // The data of a successful op: one buffer whichever state it met (a region's key, and
+    // so its buffer, is the same in every state it may meet).
+    size_t buffer = success_region >= 0 ? size_t(success_region) : 0;
+    size_t at = success_region >= 0 ? BufferOffset(success_region, op.address) : 0;
+    bool certain = !racing;
+    for (uint64_t i = 0; success_region >= 0 && i < (atomic ? 8 : op.length); ++i)
+      certain = certain && !uncertain[buffer][at + i];
+
+    uint64_t add = 0, compare = 0, swap = 0;
+    const ibv_wc wc =
+        PostAndComplete(index, op, success_region >= 0 ? &shadow[buffer][at] : nullptr, &add, &compare, &swap);
+    if (wc.status >= 32 || (allowed & (1u << wc.status)) == 0) {
+      ReportForbidden(index, op, states[0], allowed, racing, wc);
+      return false;
+    }
+    if (wc.status != IBV_WC_SUCCESS) {
+      ++counts[wc.status == IBV_WC_REM_ACCESS_ERR ? 1 : 2];
+      Connect(v, info.endpoint, kRemoteAll);  // the error moved the QP to ERR
+      return true;
+    }
+    ++counts[0];
+    if (success_region >= kPrivateRegions) ++shared_successes;
+    return CheckAndMirror(index, op, &shadow[buffer][at], &uncertain[buffer][at], racing, certain, add, compare, swap);
   }
 
   void ForgetKey(uint32_t key) {

@@ -71,6 +71,88 @@ ibv_qp_init_attr QpAttributes() {
   return attr;
 }
 
+// The server's handler: accepts every request, destroys each connection when it is
+// disconnected; counts what fails.
+void Serve(rdma_cm_event* event, std::atomic<int>& failures) {
+  ibv_qp_init_attr attr = QpAttributes();
+  rdma_conn_param param{};
+  rdma_cm_id* id = event->id;
+  const rdma_cm_event_type type = event->event;
+  if (type == RDMA_CM_EVENT_CONNECT_REQUEST &&
+      (rdma_create_qp(id, nullptr, &attr) != 0 || rdma_accept(id, &param) != 0)) {
+    ++failures;
+  }
+  rdma_ack_cm_event(event);  // before rdma_destroy_id, which waits for it
+  if (type == RDMA_CM_EVENT_DISCONNECTED) {
+    rdma_destroy_qp(id);
+    if (rdma_destroy_id(id) != 0) ++failures;
+  }
+}
+
+// One client connection on a channel of its own, torn down as rping's main does: disconnect
+// and destroy at once, while the pump may be reading the server's DREP. No event may come
+// out of the channel for the destroyed id.
+void ConnectAndTearDown(sockaddr_in server, int round) {
+  rdma_event_channel* channel = rdma_create_event_channel();
+  ASSERT_NE(channel, nullptr);
+  rdma_cm_id* id = nullptr;
+  ASSERT_EQ(rdma_create_id(channel, &id, nullptr, RDMA_PS_TCP), 0);
+  std::mutex mutex;
+  std::condition_variable changed;
+  bool established = false;
+  bool failed = false;
+  std::atomic<bool> destroyed{false};
+  std::atomic<int> events_after_destroy{0};
+  {
+    Pump client_pump(channel, [&](rdma_cm_event* event) {
+      if (destroyed.load()) {
+        ++events_after_destroy;
+        rdma_ack_cm_event(event);
+        return;
+      }
+      ibv_qp_init_attr attr = QpAttributes();
+      rdma_conn_param param{};
+      bool ok = true;
+      switch (event->event) {
+        case RDMA_CM_EVENT_ADDR_RESOLVED: ok = rdma_resolve_route(event->id, 2000) == 0; break;
+        case RDMA_CM_EVENT_ROUTE_RESOLVED:
+          ok = rdma_create_qp(event->id, nullptr, &attr) == 0 && rdma_connect(event->id, &param) == 0;
+          break;
+        case RDMA_CM_EVENT_ESTABLISHED: {
+          std::lock_guard<std::mutex> lock(mutex);
+          established = true;
+          changed.notify_all();
+          break;
+        }
+        case RDMA_CM_EVENT_DISCONNECTED: break;
+        default: ok = false; break;
+      }
+      rdma_ack_cm_event(event);
+      if (!ok) {
+        std::lock_guard<std::mutex> lock(mutex);
+        failed = true;
+        changed.notify_all();
+      }
+    });
+    ASSERT_EQ(rdma_resolve_addr(id, nullptr, reinterpret_cast<sockaddr*>(&server), 2000), 0);
+    {
+      std::unique_lock<std::mutex> lock(mutex);
+      ASSERT_TRUE(changed.wait_for(lock, std::chrono::milliseconds(kStepTimeoutMs),
+                                   [&] { return established || failed; }))
+          << "round " << round << ": no connection within " << kStepTimeoutMs << " ms";
+      ASSERT_FALSE(failed) << "round " << round << ": connection setup failed";
+    }
+    ASSERT_EQ(rdma_disconnect(id), 0);
+    rdma_destroy_qp(id);
+    ASSERT_EQ(rdma_destroy_id(id), 0);
+    // A DISCONNECTED being made from the DREP when the id went would come out of the
+    // pump's current rdma_get_cm_event call, before the pump sees its stop.
+    destroyed = true;
+  }
+  EXPECT_EQ(events_after_destroy.load(), 0) << "round " << round << ": an event came out for a destroyed id";
+  rdma_destroy_event_channel(channel);
+}
+
 class CmTeardown : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
@@ -89,7 +171,6 @@ TEST_F(CmTeardown, NoEventOfADestroyedIdComesOutOfItsChannel) {
   server.sin_port = htons(kPort);
   server.sin_addr.s_addr = htonl(softnic::DeviceIpv4(kFabric, 0));
 
-  // The server: accepts every request, destroys each connection when it is disconnected.
   rdma_event_channel* server_channel = rdma_create_event_channel();
   ASSERT_NE(server_channel, nullptr) << "softnic's librdmacm found no device";
   rdma_cm_id* listener = nullptr;
@@ -98,84 +179,8 @@ TEST_F(CmTeardown, NoEventOfADestroyedIdComesOutOfItsChannel) {
   ASSERT_EQ(rdma_listen(listener, 16), 0);
   std::atomic<int> server_failures{0};
   {
-    Pump server_pump(server_channel, [&](rdma_cm_event* event) {
-      ibv_qp_init_attr attr = QpAttributes();
-      rdma_conn_param param{};
-      rdma_cm_id* id = event->id;
-      const rdma_cm_event_type type = event->event;
-      if (type == RDMA_CM_EVENT_CONNECT_REQUEST &&
-          (rdma_create_qp(id, nullptr, &attr) != 0 || rdma_accept(id, &param) != 0)) {
-        ++server_failures;
-      }
-      rdma_ack_cm_event(event);  // before rdma_destroy_id, which waits for it
-      if (type == RDMA_CM_EVENT_DISCONNECTED) {
-        rdma_destroy_qp(id);
-        if (rdma_destroy_id(id) != 0) ++server_failures;
-      }
-    });
-
-    for (int round = 0; round < kConnections; ++round) {
-      rdma_event_channel* channel = rdma_create_event_channel();
-      ASSERT_NE(channel, nullptr);
-      rdma_cm_id* id = nullptr;
-      ASSERT_EQ(rdma_create_id(channel, &id, nullptr, RDMA_PS_TCP), 0);
-      std::mutex mutex;
-      std::condition_variable changed;
-      bool established = false;
-      bool failed = false;
-      std::atomic<bool> destroyed{false};
-      std::atomic<int> events_after_destroy{0};
-      {
-        Pump client_pump(channel, [&](rdma_cm_event* event) {
-          if (destroyed.load()) {
-            ++events_after_destroy;
-            rdma_ack_cm_event(event);
-            return;
-          }
-          ibv_qp_init_attr attr = QpAttributes();
-          rdma_conn_param param{};
-          bool ok = true;
-          switch (event->event) {
-            case RDMA_CM_EVENT_ADDR_RESOLVED: ok = rdma_resolve_route(event->id, 2000) == 0; break;
-            case RDMA_CM_EVENT_ROUTE_RESOLVED:
-              ok = rdma_create_qp(event->id, nullptr, &attr) == 0 && rdma_connect(event->id, &param) == 0;
-              break;
-            case RDMA_CM_EVENT_ESTABLISHED: {
-              std::lock_guard<std::mutex> lock(mutex);
-              established = true;
-              changed.notify_all();
-              break;
-            }
-            case RDMA_CM_EVENT_DISCONNECTED: break;
-            default: ok = false; break;
-          }
-          rdma_ack_cm_event(event);
-          if (!ok) {
-            std::lock_guard<std::mutex> lock(mutex);
-            failed = true;
-            changed.notify_all();
-          }
-        });
-        ASSERT_EQ(rdma_resolve_addr(id, nullptr, reinterpret_cast<sockaddr*>(&server), 2000), 0);
-        {
-          std::unique_lock<std::mutex> lock(mutex);
-          ASSERT_TRUE(changed.wait_for(lock, std::chrono::milliseconds(kStepTimeoutMs),
-                                       [&] { return established || failed; }))
-              << "round " << round << ": no connection within " << kStepTimeoutMs << " ms";
-          ASSERT_FALSE(failed) << "round " << round << ": connection setup failed";
-        }
-        // As rping's main: disconnect and destroy at once, while the pump may be reading
-        // the server's DREP.
-        ASSERT_EQ(rdma_disconnect(id), 0);
-        rdma_destroy_qp(id);
-        ASSERT_EQ(rdma_destroy_id(id), 0);
-        // A DISCONNECTED being made from the DREP when the id went would come out of the
-        // pump's current rdma_get_cm_event call, before the pump sees its stop.
-        destroyed = true;
-      }
-      EXPECT_EQ(events_after_destroy.load(), 0) << "round " << round << ": an event came out for a destroyed id";
-      rdma_destroy_event_channel(channel);
-    }
+    Pump server_pump(server_channel, [&](rdma_cm_event* event) { Serve(event, server_failures); });
+    for (int round = 0; round < kConnections; ++round) ASSERT_NO_FATAL_FAILURE(ConnectAndTearDown(server, round));
   }
   EXPECT_EQ(server_failures.load(), 0);
   EXPECT_EQ(rdma_destroy_id(listener), 0);
