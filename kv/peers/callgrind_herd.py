@@ -46,7 +46,9 @@ import time
 import uuid
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from compare_kv import ROOT, only_these, re_exec_under_debian_python  # noqa: E402
+
 ORIGINAL_PORTS = (5500, 5501)  # the original's `servers` file: master, worker
 ORIGINAL_SHM_KEYS = (1, 2, 32, 33, 3185, 3186)
 START_TIMEOUT_S = 120.0
@@ -62,11 +64,6 @@ CONFIGS = {
                    "--put-fraction", "0.05"],
 }
 UD_SEND_BYTES = 40  # kv/herd/protocol.h: a response's 8-byte header and its 32-byte value
-
-
-def re_exec_under_debian_python() -> None:
-    if sys.executable != "/usr/bin/python3" and os.path.exists("/usr/bin/python3"):
-        os.execv("/usr/bin/python3", ["/usr/bin/python3", *sys.argv])
 
 
 def free_port() -> int:
@@ -267,11 +264,7 @@ def main() -> int:
         "ud-receiver": lambda d: ud_send(args, d, False),
     }
     names = [n for n in roles if not (n.startswith("original") and (args.herd is None or args.config != "original"))]
-    if args.only:
-        unknown = sorted(set(args.only.split(",")) - set(names))
-        if unknown:
-            parser.error(f"--only names roles {', '.join(unknown)} not available here; available: {', '.join(names)}")
-        names = [n for n in names if n in args.only.split(",")]
+    names = only_these(parser, names, args.only, "roles")
     runs: dict[str, list[dict]] = {name: [] for name in names}
     with tempfile.TemporaryDirectory(prefix="callgrind-herd-") as scratch:
         print(f"# per request under callgrind --cache-sim=yes: config {args.config}, {args.seconds:g} s windows")

@@ -45,6 +45,17 @@ def re_exec_under_debian_python() -> None:
         os.execv("/usr/bin/python3", ["/usr/bin/python3", *sys.argv])
 
 
+def only_these(parser: argparse.ArgumentParser, names: list[str], only: str | None, what: str) -> list[str]:
+    """`names` kept to those of the comma list `only` (all without it); an unknown one is a usage error."""
+    if not only:
+        return names
+    wanted = only.split(",")
+    unknown = sorted(set(wanted) - set(names))
+    if unknown:
+        parser.error(f"--only names {what} {', '.join(unknown)} not available here; available: {', '.join(names)}")
+    return [n for n in names if n in wanted]
+
+
 def run_pair(build: Path, server: list[str], client: list[str], timeout_s: float, server_cpus: str = "0",
              client_cpus: str = "1") -> tuple[dict, dict]:
     """One standalone server (softnic0, its threads on server_cpus) and one client process
@@ -119,12 +130,7 @@ def main() -> int:
         "herd-1x4": lambda: kv_row(args.build, "herd", args, 1, 4, False),
         "bench-ud-send": lambda: bench_ud_row(args.build, args),
     }
-    names = list(rows)
-    if args.only:
-        unknown = sorted(set(args.only.split(",")) - set(names))
-        if unknown:
-            parser.error(f"--only names unknown rows {', '.join(unknown)}; rows: {', '.join(names)}")
-        names = [n for n in names if n in args.only.split(",")]
+    names = only_these(parser, list(rows), args.only, "rows")
     runs: dict[str, list[dict]] = {n: [] for n in names}
     errors: dict[str, str] = {}
     for r in range(args.rounds):

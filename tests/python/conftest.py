@@ -60,6 +60,17 @@ def hang_experiment(exp_dir, pids):
         """)
 
 
+def run_hung_point(exp_dir, tmp_path, cluster, run=run_all):
+    """hang_experiment run (by `run`: run_all or a launcher's wrapper of it) on `cluster`; its one
+    stored point, which must have failed, and the directory of its processes' pids."""
+    pids = tmp_path / "pids"
+    pids.mkdir()
+    out = tmp_path / "res"
+    run(hang_experiment(exp_dir, pids), "--cluster", cluster, "--out", out, "--no-report", check=1)
+    [rec] = [json.loads(p.read_text()) for p in (out / "softnic" / "hang" / "points").glob("*.json")]
+    return rec, pids
+
+
 def pair_experiment(exp_dir, pids, title, timeout_s):
     """Two points (size 8 and 64), a server and a client each, every process's pid in `pids`."""
     return write_experiment(exp_dir, "pair", f"""

@@ -1,5 +1,6 @@
 """Acceptance 3: the slurm launcher against a real single-node Slurm (munged, slurmctld and
 slurmd from Debian, started here with a configuration of their own), not a recorded contract."""
+import functools
 import json
 import os
 import shutil
@@ -10,7 +11,7 @@ import time
 
 import pytest
 
-from conftest import alive_pids, assert_no_orphans, hang_experiment, kRoot, pair_experiment, run_all
+from conftest import alive_pids, assert_no_orphans, kRoot, pair_experiment, run_all, run_hung_point
 
 kDaemons = ("/usr/sbin/munged", "/usr/sbin/slurmctld", "/usr/sbin/slurmd")
 kReadyTimeoutS = 30
@@ -142,12 +143,7 @@ def test_two_roles_through_srun(slurm, tmp_path, exp_dir):
 
 def test_hung_job_step_is_cancelled(slurm, tmp_path, exp_dir):
     d, conf, node = slurm
-    pids = tmp_path / "pids"
-    pids.mkdir()
-    exp = hang_experiment(exp_dir, pids)
-    out = tmp_path / "res"
-    run_slurm(conf, exp, "--cluster", inventory(d, node), "--out", out, "--no-report", check=1)
-    [rec] = [json.loads(p.read_text()) for p in (out / "softnic" / "hang" / "points").glob("*.json")]
+    rec, pids = run_hung_point(exp_dir, tmp_path, inventory(d, node), functools.partial(run_slurm, conf))
     assert "deadline of 2 s passed" in rec["error"]
     # slurmd delivers the SIGKILL asynchronously: allow it a moment, then assert.
     deadline = time.monotonic() + 5

@@ -10,7 +10,7 @@ import time
 
 import pytest
 
-from conftest import assert_no_orphans, hang_experiment, kRoot, pair_experiment, run_all
+from conftest import assert_no_orphans, kRoot, pair_experiment, run_all, run_hung_point
 from harness.inventory import Host
 from harness.launch_local import NetnsLauncher
 
@@ -111,12 +111,7 @@ def test_two_node_experiment_over_ssh_matches_local_schema(ssh_hosts, tmp_path, 
 
 def test_hung_remote_role_is_killed_with_its_remote_group(ssh_hosts, tmp_path, exp_dir):
     d, net, hosts = ssh_hosts
-    pids = tmp_path / "pids"
-    pids.mkdir()
-    exp = hang_experiment(exp_dir, pids)
-    out = tmp_path / "res"
-    run_all(exp, "--cluster", inventory(d, net, hosts), "--out", out, "--no-report", check=1)
-    [rec] = [json.loads(p.read_text()) for p in (out / "softnic" / "hang" / "points").glob("*.json")]
+    rec, pids = run_hung_point(exp_dir, tmp_path, inventory(d, net, hosts))
     assert "deadline of 2 s passed" in rec["error"]
     assert (pids / "client-0-child.pid").exists()
     assert_no_orphans(pids)

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "kv/tcp/memcached.h"
@@ -62,14 +63,22 @@ void ExpectHit(const std::string& reply, const std::string& value) {
   EXPECT_EQ(got, value);
 }
 
+// What Codec writes for a GET of kKey and for a SET of kKey to `value`.
+template <typename Codec>
+std::pair<std::string, std::string> EncodedGetAndSet(const std::string& value) {
+  std::vector<std::uint8_t> out(Codec::RequestBytes(kKeyBytes, static_cast<std::uint32_t>(value.size())));
+  const std::size_t get_bytes = Codec::EncodeGet(out.data(), kKey, kKeyBytes);
+  std::string get(out.begin(), out.begin() + static_cast<std::ptrdiff_t>(get_bytes));
+  const std::size_t set_bytes =
+      Codec::EncodeSet(out.data(), kKey, kKeyBytes, Bytes(value), static_cast<std::uint32_t>(value.size()));
+  return {get, std::string(out.begin(), out.begin() + static_cast<std::ptrdiff_t>(set_bytes))};
+}
+
 TEST(KvTcpCodecs, MemcachedTextRequests) {
   const std::string key = KeyText(kKey, kKeyBytes), value = AwkwardValue();
-  std::vector<std::uint8_t> out(MemcachedText::RequestBytes(kKeyBytes, static_cast<std::uint32_t>(value.size())));
-  std::size_t n = MemcachedText::EncodeGet(out.data(), kKey, kKeyBytes);
-  EXPECT_EQ(std::string(out.begin(), out.begin() + n), "get " + key + "\r\n");
-  n = MemcachedText::EncodeSet(out.data(), kKey, kKeyBytes, Bytes(value), static_cast<std::uint32_t>(value.size()));
-  EXPECT_EQ(std::string(out.begin(), out.begin() + n),
-            "set " + key + " 0 0 " + std::to_string(value.size()) + "\r\n" + value + "\r\n");
+  const auto [get, set] = EncodedGetAndSet<MemcachedText>(value);
+  EXPECT_EQ(get, "get " + key + "\r\n");
+  EXPECT_EQ(set, "set " + key + " 0 0 " + std::to_string(value.size()) + "\r\n" + value + "\r\n");
 }
 
 TEST(KvTcpCodecs, MemcachedTextReplies) {
@@ -127,12 +136,9 @@ TEST(KvTcpCodecs, MemcachedBinaryReplies) {
 
 TEST(KvTcpCodecs, RespRequests) {
   const std::string key = KeyText(kKey, kKeyBytes), value = AwkwardValue();
-  std::vector<std::uint8_t> out(Resp::RequestBytes(kKeyBytes, static_cast<std::uint32_t>(value.size())));
-  std::size_t n = Resp::EncodeGet(out.data(), kKey, kKeyBytes);
-  EXPECT_EQ(std::string(out.begin(), out.begin() + n), "*2\r\n$3\r\nGET\r\n$20\r\n" + key + "\r\n");
-  n = Resp::EncodeSet(out.data(), kKey, kKeyBytes, Bytes(value), static_cast<std::uint32_t>(value.size()));
-  EXPECT_EQ(std::string(out.begin(), out.begin() + n),
-            "*3\r\n$3\r\nSET\r\n$20\r\n" + key + "\r\n$" + std::to_string(value.size()) + "\r\n" + value + "\r\n");
+  const auto [get, set] = EncodedGetAndSet<Resp>(value);
+  EXPECT_EQ(get, "*2\r\n$3\r\nGET\r\n$20\r\n" + key + "\r\n");
+  EXPECT_EQ(set, "*3\r\n$3\r\nSET\r\n$20\r\n" + key + "\r\n$" + std::to_string(value.size()) + "\r\n" + value + "\r\n");
 }
 
 TEST(KvTcpCodecs, RespReplies) {
