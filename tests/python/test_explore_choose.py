@@ -14,9 +14,10 @@ from harness.explore.matters import collapse_ties, span_text, what_matters
 from harness.explore.recall import draw_fault, judge
 from harness.explore.search import Search
 from harness.explore.space import parse
+from conftest import kRoot
 from test_explore import bound, kSmallSpace, needs_model, planted_finder, write_space
 
-kCollie = "experiments/explore/collie-verbs.yaml"
+kCollie = kRoot / "experiments" / "explore" / "collie-verbs.yaml"
 
 
 def observed(designs, measured=lambda d: 1.0):
