@@ -33,7 +33,7 @@ from pathlib import Path
 
 import pytest
 
-from softnic_env import LIB_DIR, CLI, LINKS
+from softnic_env import LIB_DIR, CLI, LINKS, fabric_env
 import run_as
 
 RSPRELOAD = Path(os.environ.get("RSPRELOAD", "/usr/lib/x86_64-linux-gnu/rsocket/librspreload.so"))
@@ -74,9 +74,7 @@ class Fabric:
                 for address in (f"{a:02x}{b:02x}{c:02x}{d:02x}", "00000000")]
 
     def env(self, preload: bool = False) -> dict[str, str]:
-        env = dict(os.environ)
-        env["LD_LIBRARY_PATH"] = str(LIB_DIR) + (":" + env["LD_LIBRARY_PATH"] if env.get("LD_LIBRARY_PATH") else "")
-        env["SOFTNIC_FABRIC"] = self.name
+        env = fabric_env(self.name, self.link)
         if preload:
             env["LD_PRELOAD"] = str(RSPRELOAD)
         return env
